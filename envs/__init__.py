@@ -1,0 +1,1 @@
+"""Environments: the contract, the registry and plugins, the sandbox, and the domains."""

@@ -1,0 +1,1 @@
+"""The policy architecture: config and presets, layers, caches, tokenizer, MXFP4, checkpoints, generation."""

@@ -1,0 +1,1 @@
+"""Reward functions over an episode's signals, their registry, and the multi-domain mixer."""

@@ -1,0 +1,1 @@
+"""Everything that runs a job: config, CLI, rollout, learner, algorithms, trainer, tracking."""
