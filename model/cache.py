@@ -54,9 +54,11 @@ class AttnCache:
 class ModelCache:
     """One state object per layer, allocated for a batch and a capacity."""
 
-    def __init__(self, layers: list[KDAState | AttnCache]):
+    def __init__(self, layers: list[KDAState | AttnCache], n_valid: torch.Tensor):
         self.layers = layers
-        # Tokens seen so far; the model advances it after each forward (KDA layers keep no length).
+        # Real (non-padding) tokens seen per row [B]: the rotary position of each row's next token.
+        self.n_valid = n_valid
+        # Columns seen so far, padding included; the model advances it after each forward.
         self.length = 0
 
     @classmethod
@@ -84,7 +86,7 @@ class ModelCache:
                         valid=torch.zeros(batch, capacity, device=device, dtype=torch.bool),
                     )
                 )
-        return cls(layers)
+        return cls(layers, n_valid=torch.zeros(batch, dtype=torch.long, device=device))
 
     def __len__(self) -> int:
         return len(self.layers)

@@ -1,0 +1,1 @@
+"""Shipped YAML recipes and model presets (data, read through importlib.resources)."""

@@ -1,0 +1,410 @@
+"""The typed schema of a run: one pydantic model per component, which a YAML recipe maps onto one to one."""
+from __future__ import annotations
+
+import difflib
+import math
+from fnmatch import fnmatchcase
+from typing import Any, Literal, Mapping, NoReturn
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+import jointrl.model.presets as presets
+from jointrl.model.config import ModelConfig
+
+Tier = Literal["low", "high", "max"]
+AlgorithmName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "gspo"]
+# Algorithms whose advantage compares samples of the same prompt, so a group needs two or more.
+GROUP_ALGORITHMS = frozenset({"grpo", "dr_grpo", "rloo", "gspo"})
+PRESET_KEY = "preset"
+
+Loc = tuple[str | int, ...]
+
+
+def raise_at(model_name: str, problems: list[tuple[Loc, str, Any]]) -> None:
+    """Raise collected (key path, message, value) problems as one ValidationError located at those keys."""
+    if not problems:
+        return
+    # A ValidationError raised inside a validator keeps its locations (prefixed with the field's), which is
+    # what lets a recipe error point at the exact line of the offending key rather than at its section.
+    details = [
+        InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": msg}), loc=loc, input=value)
+        for loc, msg, value in problems
+    ]
+    raise ValidationError.from_exception_data(model_name, details)
+
+
+def fail_at(model_name: str, loc: Loc, message: str, value: Any) -> NoReturn:
+    """Raise one problem located at a key path."""
+    raise_at(model_name, [(loc, message, value)])
+    raise AssertionError("raise_at returned with a problem")
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors and assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class TokenizerConfig(Section):
+    """The tokenizer: an existing one on disk, or a byte-level BPE trained locally (vocab size from `model`)."""
+
+    path: str | None = Field(
+        None, description="Directory holding tokenizer.json and tokenizer_config.json; null trains one locally."
+    )
+    seed: int = Field(0, ge=0, description="Seed of the synthetic corpus the tokenizer is trained on.")
+    n_samples: int = Field(20000, gt=0, description="Number of synthetic text samples in the training corpus.")
+
+
+class EnvMixEntry(Section):
+    """One line of the environment mix: the env ids a glob selects, and how often they are drawn."""
+
+    glob: str = Field(..., min_length=1, description="Glob over env ids 'domain/family-vN:difficulty', e.g. 'swe/*:hard'.")
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative sampling weight of the selected envs.")
+
+
+class SeedRange(Section):
+    """A half-open range of environment seeds [start, stop)."""
+
+    start: int = Field(..., ge=0, description="First seed of the range.")
+    stop: int = Field(..., gt=0, description="One past the last seed of the range.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SeedRange:
+        if self.stop <= self.start:
+            fail_at("SeedRange", ("stop",), f"stop={self.stop} must be greater than start={self.start}", self.stop)
+        return self
+
+    def overlaps(self, other: SeedRange) -> bool:
+        """Whether the two ranges share a seed."""
+        return self.start < other.stop and other.start < self.stop
+
+
+class EnvsConfig(Section):
+    """Which environments a run samples tasks from, and the seeds that keep training and evaluation apart."""
+
+    mix: list[EnvMixEntry] = Field(
+        default_factory=lambda: [EnvMixEntry(glob="*")],
+        min_length=1,
+        description="Weighted globs over registered env ids; the default draws from every registered env.",
+    )
+    domain_shares: dict[str, float] = Field(
+        default_factory=dict,
+        description="Fraction of each step's prompts per domain (summing to 1); empty = in proportion to the mix weights.",
+    )
+    train_seeds: SeedRange = Field(
+        default_factory=lambda: SeedRange(start=0, stop=1_000_000), description="Seeds training episodes are drawn from."
+    )
+    eval_seeds: SeedRange = Field(
+        default_factory=lambda: SeedRange(start=1_000_000, stop=1_001_000),
+        description="Held-out seeds for evaluation; must not overlap train_seeds.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> EnvsConfig:
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.train_seeds.overlaps(self.eval_seeds):
+            problems.append((
+                ("eval_seeds",),
+                f"eval seeds [{self.eval_seeds.start}, {self.eval_seeds.stop}) overlap train seeds "
+                f"[{self.train_seeds.start}, {self.train_seeds.stop})",
+                self.eval_seeds.model_dump(),
+            ))
+        domain_globs = [entry.glob.split("/", 1)[0] for entry in self.mix]
+        shares_ok = True
+        for domain, share in self.domain_shares.items():
+            if not (share > 0 and math.isfinite(share)):
+                shares_ok = False
+                problems.append((("domain_shares", domain), f"share must be a positive number, got {share!r}", share))
+            elif not any(fnmatchcase(domain, pattern) for pattern in domain_globs):
+                problems.append((("domain_shares", domain), f"no glob in envs.mix selects domain {domain!r}", share))
+        total = sum(self.domain_shares.values())
+        if self.domain_shares and shares_ok and abs(total - 1.0) > 1e-6:
+            problems.append((("domain_shares",), f"shares must sum to 1, got {total:g}", self.domain_shares))
+        raise_at("EnvsConfig", problems)
+        return self
+
+
+class RewardTerm(Section):
+    """One weighted reward function applied to a domain's episodes."""
+
+    name: str = Field(..., min_length=1, description="Registered reward function name.")
+    weight: float = Field(
+        1.0, allow_inf_nan=False, description="Multiplier of this term in the scalar reward (negative = penalty)."
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments passed to the reward function.")
+
+
+class RewardsConfig(Section):
+    """How episodes are scored: weighted reward terms per domain, and how scores are normalised into one batch."""
+
+    domains: dict[str, list[RewardTerm]] = Field(
+        default_factory=dict, description="Reward terms per domain name, e.g. {swe: [{name: resolved, weight: 1.0}]}."
+    )
+    default: list[RewardTerm] = Field(
+        default_factory=lambda: [RewardTerm(name="correctness")],
+        min_length=1,
+        description="Reward terms for every domain not listed in `domains`.",
+    )
+    normalization: Literal["none", "group", "domain", "batch"] = Field(
+        "group",
+        description="none = raw scores; group = per prompt group; domain = running mean/std per domain and tier; "
+        "batch = over the whole batch.",
+    )
+
+    @field_validator("domains")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[RewardTerm]]) -> dict[str, list[RewardTerm]]:
+        empty = [((domain,), "a domain needs at least one reward term", []) for domain, terms in value.items() if not terms]
+        raise_at("RewardsConfig", empty)
+        return value
+
+
+class TierBudgets(Section):
+    """Thinking budget in tokens of each tier; `</think>` is forced once an episode's budget is spent."""
+
+    low: int = Field(512, gt=0, description="Thinking tokens allowed in the low tier.")
+    high: int = Field(4096, gt=0, description="Thinking tokens allowed in the high tier.")
+    max: int = Field(16384, gt=0, description="Thinking tokens allowed in the max tier.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TierBudgets:
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.high < self.low:
+            problems.append((("high",), f"high={self.high} is below low={self.low}", self.high))
+        if self.max < self.high:
+            problems.append((("max",), f"max={self.max} is below high={self.high}", self.max))
+        raise_at("TierBudgets", problems)
+        return self
+
+
+class TierSelection(Section):
+    """How each task's thinking tier is chosen."""
+
+    mode: Literal["fixed", "ratios", "auto"] = Field(
+        "fixed",
+        description="fixed = by env glob (else the env's default tier); ratios = sampled by `ratios`; "
+        "auto = by a complexity rule of the task.",
+    )
+    fixed: dict[str, Tier] = Field(
+        default_factory=dict, description="Env-id glob -> tier, used in fixed mode; the first matching glob wins."
+    )
+    ratios: dict[Tier, float] = Field(
+        default_factory=dict, description="Tier -> probability (summing to 1), used in ratios mode."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> TierSelection:
+        problems: list[tuple[Loc, str, Any]] = []
+        for tier, p in self.ratios.items():
+            if not (p >= 0 and math.isfinite(p)):
+                problems.append((("ratios", tier), f"probability must be >= 0, got {p!r}", p))
+        if self.mode == "ratios" and not problems:
+            total = sum(self.ratios.values())
+            if abs(total - 1.0) > 1e-6:
+                message = f"ratios mode needs tier probabilities summing to 1, got {total:g}"
+                problems.append((("ratios",), message, self.ratios))
+        raise_at("TierSelection", problems)
+        return self
+
+
+class RolloutConfig(Section):
+    """Episode generation: workers, group size, thinking tiers, sampling and limits."""
+
+    workers: int = Field(1, ge=1, description="Rollout worker actors, each with a policy copy and an env pool.")
+    group_size: int = Field(8, ge=1, description="Samples per prompt (G); group-based advantages need G >= 2.")
+    tiers: TierBudgets = Field(default_factory=TierBudgets, description="Thinking budget per tier.")
+    tier_selection: TierSelection = Field(default_factory=TierSelection, description="How each task's tier is chosen.")
+    max_turns: int = Field(8, ge=1, description="Assistant turns per episode before it is cut off.")
+    max_new_tokens_per_turn: int = Field(1024, gt=0, description="Generated tokens allowed in one assistant turn.")
+    max_new_tokens_per_episode: int = Field(4096, gt=0, description="Generated tokens allowed over a whole episode.")
+    temperature: float = Field(1.0, ge=0, allow_inf_nan=False, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (1 = off).")
+    top_k: int = Field(0, ge=0, description="Sample among the k most likely tokens (0 = off).")
+    max_staleness: int = Field(
+        0, ge=0, description="Policy versions rollouts may lag the learner by (0 = synchronous; k > 0 = async)."
+    )
+    mxfp4_experts: bool = Field(False, description="Quantise routed experts to MXFP4 in the rollout policy copies.")
+    episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock seconds before an episode is marked failed.")
+
+    @model_validator(mode="after")
+    def _check(self) -> RolloutConfig:
+        if self.max_new_tokens_per_turn > self.max_new_tokens_per_episode:
+            fail_at(
+                "RolloutConfig",
+                ("max_new_tokens_per_turn",),
+                f"max_new_tokens_per_turn={self.max_new_tokens_per_turn} exceeds "
+                f"max_new_tokens_per_episode={self.max_new_tokens_per_episode}",
+                self.max_new_tokens_per_turn,
+            )
+        return self
+
+
+class AlgorithmConfig(Section):
+    """The policy-gradient objective: advantages, clipping, KL, entropy, filters and routing replay."""
+
+    name: AlgorithmName = Field(
+        "grpo", description="grpo, dr_grpo (no std scaling), rloo, reinforce_pp (REINFORCE++), ppo (critic + GAE), gspo."
+    )
+    clip_eps_low: float = Field(0.2, ge=0, description="Lower clip range of the importance ratio: 1 - eps_low.")
+    clip_eps_high: float = Field(
+        0.2, ge=0, description="Upper clip range of the ratio: 1 + eps_high (clip-higher when > eps_low)."
+    )
+    dual_clip_c: float | None = Field(
+        None, gt=1, description="Dual-clip bound c > 1 on the loss of negative-advantage tokens; null = off."
+    )
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Estimator of KL to the frozen reference policy.")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the KL term (0 = no reference policy).")
+    kl_mode: Literal["loss", "reward"] = Field("loss", description="Apply KL as a loss term or subtract it from the reward.")
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
+    loss_agg: Literal["token", "sequence"] = Field(
+        "token", description="token = mean over all tokens of the batch; sequence = mean per sequence, then over sequences."
+    )
+    tis_cap: float | None = Field(
+        2.0, ge=1, description="Cap C of truncated importance weights min(pi_old / pi_behaviour, C); null = off."
+    )
+    dynamic_sampling: bool = Field(False, description="Drop prompt groups whose rewards all agree (zero variance).")
+    overlong_filter: bool = Field(False, description="Mask the loss of episodes cut off by a token or turn limit.")
+    routing_replay: Literal["off", "r2", "r3"] = Field(
+        "r3", description="Reuse rollout expert choices in the learner: r3 = rollout routing, r2 = old-policy routing."
+    )
+
+
+class LearnerConfig(Section):
+    """The training ranks: parallelism, optimizer and precision."""
+
+    ranks: int = Field(1, ge=1, description="Learner processes (one per device).")
+    ep_size: int = Field(1, ge=1, description="Expert-parallel group size; must divide ranks and model.n_experts.")
+    zero_stage: Literal[1, 2] = Field(1, description="DeepSpeed ZeRO stage.")
+    lr: float = Field(1e-6, gt=0, description="Peak learning rate of the RL stage.")
+    betas: tuple[float, float] = Field((0.9, 0.95), description="Adam beta1 and beta2.")
+    weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps to the peak learning rate.")
+    grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; null = off.")
+    micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed micro-batch.")
+    dtype: Literal["fp32", "bf16"] = Field("fp32", description="Precision of the learner's weights and compute.")
+    backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="torch.distributed backend; auto = nccl with CUDA, else gloo."
+    )
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, value: tuple[float, float]) -> tuple[float, float]:
+        bad = [((i,), f"beta must be in [0, 1), got {b!r}", b) for i, b in enumerate(value) if not 0 <= b < 1]
+        raise_at("LearnerConfig", bad)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> LearnerConfig:
+        if self.ranks % self.ep_size:
+            message = f"ep_size={self.ep_size} does not divide ranks={self.ranks}"
+            fail_at("LearnerConfig", ("ep_size",), message, self.ep_size)
+        return self
+
+
+class SFTConfig(Section):
+    """The supervised cold start on environment demonstrations."""
+
+    epochs: int = Field(1, ge=1, description="Passes over the demonstration set.")
+    lr: float = Field(1e-4, gt=0, description="Peak learning rate of the SFT stage.")
+    batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step.")
+
+
+class TrainerConfig(Section):
+    """The outer loop: seed, length, batch of prompts, evaluation cadence, SFT stage."""
+
+    seed: int = Field(0, ge=0, description="Run seed: task sampling, init and sampling RNGs derive from it.")
+    steps: int = Field(100, ge=0, description="RL optimizer steps.")
+    prompts_per_step: int = Field(16, ge=1, description="Prompts per step; each is sampled rollout.group_size times.")
+    eval_every: int = Field(0, ge=0, description="Steps between held-out evaluations (0 = never).")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="Cold-start SFT settings.")
+
+
+class TrackingConfig(Section):
+    """Where metrics and run files go."""
+
+    wandb_project: str = Field("jointrl", min_length=1, description="wandb project name.")
+    wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="wandb mode.")
+    run_dir: str = Field("runs", min_length=1, description="Directory for run files (metrics JSONL, logs, checkpoints).")
+    console: bool = Field(True, description="Print a progress line per step.")
+
+
+class CheckpointConfig(Section):
+    """Periodic checkpoints and the exported result."""
+
+    dir: str | None = Field(None, description="Checkpoint directory; null = checkpoints/ inside the run directory.")
+    every: int = Field(50, ge=0, description="Steps between checkpoints (0 = never).")
+    keep_last: int = Field(3, ge=1, description="Most recent complete checkpoints kept on disk.")
+    export_mxfp4: bool = Field(False, description="Quantise routed experts to MXFP4 when exporting.")
+
+
+def _unknown_preset_message(name: str) -> str:
+    """The error text for a preset name that neither the code table nor recipes/models/ knows."""
+    known = presets.preset_names()
+    hint = difflib.get_close_matches(name, known, n=1)
+    suffix = f" (did you mean {hint[0]!r}?)" if hint else f"; known: {', '.join(known)}"
+    return f"unknown model preset {name!r}{suffix}"
+
+
+def preset_fields(name: str) -> dict[str, Any]:
+    """The unvalidated ModelConfig fields of a code or file preset."""
+    if name in presets.PRESETS:
+        return presets.PRESETS[name].model_dump()
+    path = presets.preset_path(name)
+    if path is None:
+        fail_at("ModelConfig", (PRESET_KEY,), _unknown_preset_message(name), name)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        fail_at("ModelConfig", (PRESET_KEY,), f"{path}: invalid YAML: {exc}", name)
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        fail_at("ModelConfig", (PRESET_KEY,), f"{path} holds no `model:` mapping", name)
+    return dict(data["model"])
+
+
+class RunConfig(Section):
+    """A whole run; `model: {preset: NAME, <field>: value}` resolves into a ModelConfig."""
+
+    model: ModelConfig = Field(
+        ..., description="The policy: `preset` names a model preset and other keys override its ModelConfig fields."
+    )
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer source or training options.")
+    envs: EnvsConfig = Field(default_factory=EnvsConfig, description="Environment mix and seed ranges.")
+    rewards: RewardsConfig = Field(default_factory=RewardsConfig, description="Reward terms and normalisation.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Episode generation.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="Policy-gradient objective.")
+    learner: LearnerConfig = Field(default_factory=LearnerConfig, description="Learner ranks and optimizer.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Outer training loop.")
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="Metrics and run files.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoints and export.")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _resolve_preset(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping) or PRESET_KEY not in value:
+            return value
+        fields = dict(value)
+        name = fields.pop(PRESET_KEY)
+        if not isinstance(name, str):
+            fail_at("ModelConfig", (PRESET_KEY,), f"expected a preset name, got {name!r}", name)
+        return {**preset_fields(name), **fields}
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        problems: list[tuple[Loc, str, Any]] = []
+        if self.model.n_experts % self.learner.ep_size:
+            problems.append((
+                ("learner", "ep_size"),
+                f"ep_size={self.learner.ep_size} does not divide model.n_experts={self.model.n_experts}",
+                self.learner.ep_size,
+            ))
+        if self.algorithm.name in GROUP_ALGORITHMS and self.rollout.group_size < 2:
+            problems.append((
+                ("rollout", "group_size"),
+                f"algorithm {self.algorithm.name!r} compares samples within a group and needs group_size >= 2, "
+                f"got {self.rollout.group_size}",
+                self.rollout.group_size,
+            ))
+        raise_at("RunConfig", problems)
+        return self

@@ -1,0 +1,175 @@
+"""The run schema: documented fields, defaults that make a short config valid, presets, cross-field checks."""
+import typing
+
+import pytest
+import yaml
+from pydantic import BaseModel, ValidationError
+
+import jointrl.model.presets as presets
+from jointrl.model.config import ModelConfig
+from jointrl.rl.config import RunConfig, SeedRange
+
+
+def _models_under(root: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """Every pydantic model reachable from root through field annotations (lists, dicts, optionals)."""
+    found: dict[str, type[BaseModel]] = {}
+
+    def visit(ann):
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            if ann.__name__ not in found:
+                found[ann.__name__] = ann
+                for field in ann.model_fields.values():
+                    visit(field.annotation)
+        for arg in typing.get_args(ann):
+            visit(arg)
+
+    visit(root)
+    return found
+
+
+MODELS = _models_under(RunConfig)
+
+
+def test_walk_reaches_every_section():
+    expected = {
+        "RunConfig", "ModelConfig", "TokenizerConfig", "EnvsConfig", "EnvMixEntry", "SeedRange", "RewardsConfig",
+        "RewardTerm", "RolloutConfig", "TierBudgets", "TierSelection", "AlgorithmConfig", "LearnerConfig",
+        "TrainerConfig", "SFTConfig", "TrackingConfig", "CheckpointConfig",
+    }
+    assert expected <= set(MODELS)
+
+
+def test_every_field_has_a_description():
+    undocumented = [
+        f"{name}.{field}"
+        for name, model in MODELS.items()
+        for field, info in model.model_fields.items()
+        if not (info.description and info.description.strip())
+    ]
+    assert undocumented == []
+
+
+def test_every_section_forbids_unknown_keys():
+    assert [name for name, model in MODELS.items() if model.model_config.get("extra") != "forbid"] == []
+
+
+def test_a_preset_alone_is_a_complete_config():
+    cfg = RunConfig(model={"preset": "tiny"})
+    assert isinstance(cfg.model, ModelConfig)
+    # The tiny preset's published shape.
+    assert (cfg.model.name, cfg.model.dim, cfg.model.vocab_size, cfg.model.n_experts) == ("tiny", 192, 4096, 16)
+    assert cfg.model.layer_pattern == "KKKSKKKS"
+    assert cfg.algorithm.name == "grpo"
+    assert cfg.rollout.tiers.low < cfg.rollout.tiers.high < cfg.rollout.tiers.max
+
+
+def test_fields_next_to_the_preset_override_it():
+    cfg = RunConfig(model={"preset": "tiny", "dim": 256, "n_experts": 32})
+    assert (cfg.model.dim, cfg.model.n_experts) == (256, 32)
+    assert cfg.model.kda_heads == 4  # untouched tiny field
+
+
+def test_a_model_config_instance_is_accepted():
+    cfg = RunConfig(model=presets.PRESETS["debug"])
+    assert cfg.model.dim == 64
+
+
+def test_a_model_without_preset_needs_every_field():
+    with pytest.raises(ValidationError) as info:
+        RunConfig(model={"dim": 64})
+    missing = {e["loc"] for e in info.value.errors() if e["type"] == "missing"}
+    assert ("model", "vocab_size") in missing and ("model", "n_experts") in missing
+
+
+@pytest.fixture
+def preset_dir(tmp_path, monkeypatch):
+    """Point file presets (normally recipes/models/) at an empty temporary folder."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    monkeypatch.setattr(presets, "_preset_dir", lambda: folder)
+    return folder
+
+
+def test_file_preset_with_override(preset_dir):
+    fields = presets.PRESETS["debug"].model_dump() | {"name": "wide", "dim": 96}
+    (preset_dir / "wide.yaml").write_text(yaml.safe_dump({"model": fields}))
+    cfg = RunConfig(model={"preset": "wide", "n_active": 3})
+    assert (cfg.model.name, cfg.model.dim, cfg.model.n_active, cfg.model.n_experts) == ("wide", 96, 3, 8)
+
+
+def test_unknown_preset_suggests_the_closest(preset_dir):
+    with pytest.raises(ValidationError) as info:
+        RunConfig(model={"preset": "tinyy"})
+    (error,) = info.value.errors()
+    assert error["loc"] == ("model", "preset")
+    assert "unknown model preset 'tinyy'" in error["msg"] and "'tiny'" in error["msg"]
+
+
+BAD = [
+    ({"learner": {"ranks": 4, "ep_size": 3}}, ("learner", "ep_size"), "does not divide ranks=4"),
+    ({"learner": {"ranks": 3, "ep_size": 3}}, ("learner", "ep_size"), "does not divide model.n_experts=16"),
+    ({"rollout": {"group_size": 1}}, ("rollout", "group_size"), "needs group_size >= 2"),
+    ({"envs": {"eval_seeds": {"start": 10, "stop": 20}}}, ("envs", "eval_seeds"), "overlap"),
+    ({"envs": {"train_seeds": {"start": 5, "stop": 5}}}, ("envs", "train_seeds", "stop"), "greater than start"),
+    ({"rollout": {"tiers": {"low": 600, "high": 500}}}, ("rollout", "tiers", "high"), "below low"),
+    (
+        {"rollout": {"tier_selection": {"mode": "ratios", "ratios": {"low": 0.5, "high": 0.4}}}},
+        ("rollout", "tier_selection", "ratios"),
+        "summing to 1",
+    ),
+    (
+        {"rollout": {"max_new_tokens_per_turn": 900, "max_new_tokens_per_episode": 800}},
+        ("rollout", "max_new_tokens_per_turn"),
+        "exceeds",
+    ),
+    ({"envs": {"domain_shares": {"swe": 0.3, "cad": 0.4}}}, ("envs", "domain_shares"), "sum to 1"),
+    (
+        {"envs": {"mix": [{"glob": "swe/*"}], "domain_shares": {"swe": 0.5, "cad": 0.5}}},
+        ("envs", "domain_shares", "cad"),
+        "no glob",
+    ),
+    ({"rewards": {"domains": {"swe": []}}}, ("rewards", "domains", "swe"), "at least one"),
+    ({"learner": {"betas": [0.9, 1.0]}}, ("learner", "betas", 1), "[0, 1)"),
+    ({"algorithm": {"dual_clip_c": 1.0}}, ("algorithm", "dual_clip_c"), "greater than 1"),
+    ({"algorithm": {"name": "a2c"}}, ("algorithm", "name"), "'grpo'"),
+    ({"learner": {"zero_stage": 3}}, ("learner", "zero_stage"), "1 or 2"),
+]
+
+
+@pytest.mark.parametrize("sections,loc,fragment", BAD, ids=[".".join(map(str, b[1])) for b in BAD])
+def test_bad_values_are_located(sections, loc, fragment):
+    with pytest.raises(ValidationError) as info:
+        RunConfig(model={"preset": "tiny"}, **sections)
+    errors = info.value.errors()
+    assert [e["loc"] for e in errors] == [loc]
+    assert fragment in errors[0]["msg"]
+
+
+GOOD = [
+    {"rollout": {"group_size": 1}, "algorithm": {"name": "ppo"}},
+    {"rollout": {"group_size": 1}, "algorithm": {"name": "reinforce_pp"}},
+    # Half-open ranges that touch do not overlap.
+    {"envs": {"train_seeds": {"start": 0, "stop": 100}, "eval_seeds": {"start": 100, "stop": 200}}},
+    {"learner": {"ranks": 4, "ep_size": 2}},
+    {"rollout": {"tier_selection": {"mode": "ratios", "ratios": {"low": 0.1, "high": 0.2, "max": 0.7}}}},
+    {"envs": {"mix": [{"glob": "*/grep*"}], "domain_shares": {"terminal": 0.5, "swe": 0.5}}},
+]
+
+
+@pytest.mark.parametrize("sections", GOOD, ids=range(len(GOOD)))
+def test_edge_values_are_accepted(sections):
+    RunConfig(model={"preset": "tiny"}, **sections)
+
+
+def test_seed_range_overlap_matches_set_intersection():
+    ranges = [SeedRange(start=a, stop=b) for a in range(5) for b in range(a + 1, 6)]
+    for x in ranges:
+        for y in ranges:
+            shared = set(range(x.start, x.stop)) & set(range(y.start, y.stop))
+            assert x.overlaps(y) == bool(shared), (x, y)
+
+
+def test_assignment_is_validated():
+    cfg = RunConfig(model={"preset": "tiny"})
+    with pytest.raises(ValidationError):
+        cfg.trainer.steps = -1
