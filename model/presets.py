@@ -23,9 +23,9 @@ PRESETS: dict[str, ModelConfig] = {
         max_seq_len=2048, kda_heads=4, kda_head_dim=48, kda_gate_rank=48, kda_chunk_size=32,
         attn_heads=4, q_lora_rank=96, kv_lora_rank=96, qk_nope_dim=32, qk_rope_dim=16, v_head_dim=48,
         index_heads=4, index_head_dim=32, index_rope_dim=16, index_topk=128,
-        n_experts=16, n_active=2, n_shared=1, expert_hidden=192, route_scale=1.0,
+        n_experts=8, n_active=2, n_shared=1, expert_hidden=128, route_scale=1.0,
     ),
-    # A larger CPU/GPU-friendly model for experiments (~100M total).
+    # A GPU-friendly model for experiments: ~350M total, ~100M active.
     "small": ModelConfig(
         name="small", vocab_size=32768, dim=512, layer_pattern="KKKS*4", first_dense_layers=1, dense_hidden=1536,
         max_seq_len=8192, kda_heads=8, kda_head_dim=64, kda_gate_rank=64, kda_chunk_size=64,

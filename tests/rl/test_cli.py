@@ -61,7 +61,7 @@ def test_valid_recipe_prints_the_resolved_tree(capsys):
     tree = yaml.safe_load(out)
     assert tree["model"]["name"] == "tiny"
     assert tree["model"]["dim"] == 256
-    assert tree["model"]["n_experts"] == 16  # from the tiny preset, not written in the recipe
+    assert tree["model"]["n_experts"] == 8  # from the tiny preset, not written in the recipe
     assert tree["trainer"]["steps"] == 3
     assert tree["algorithm"]["name"] == "grpo"
     assert "\x1b[" not in out  # not a terminal: plain text
