@@ -57,7 +57,7 @@ def test_a_preset_alone_is_a_complete_config():
     cfg = RunConfig(model={"preset": "tiny"})
     assert isinstance(cfg.model, ModelConfig)
     # The tiny preset's published shape.
-    assert (cfg.model.name, cfg.model.dim, cfg.model.vocab_size, cfg.model.n_experts) == ("tiny", 192, 4096, 16)
+    assert (cfg.model.name, cfg.model.dim, cfg.model.vocab_size, cfg.model.n_experts) == ("tiny", 192, 4096, 8)
     assert cfg.model.layer_pattern == "KKKSKKKS"
     assert cfg.algorithm.name == "grpo"
     assert cfg.rollout.tiers.low < cfg.rollout.tiers.high < cfg.rollout.tiers.max
@@ -107,7 +107,7 @@ def test_unknown_preset_suggests_the_closest(preset_dir):
 
 BAD = [
     ({"learner": {"ranks": 4, "ep_size": 3}}, ("learner", "ep_size"), "does not divide ranks=4"),
-    ({"learner": {"ranks": 3, "ep_size": 3}}, ("learner", "ep_size"), "does not divide model.n_experts=16"),
+    ({"learner": {"ranks": 3, "ep_size": 3}}, ("learner", "ep_size"), "does not divide model.n_experts=8"),
     ({"rollout": {"group_size": 1}}, ("rollout", "group_size"), "needs group_size >= 2"),
     ({"envs": {"eval_seeds": {"start": 10, "stop": 20}}}, ("envs", "eval_seeds"), "overlap"),
     ({"envs": {"train_seeds": {"start": 5, "stop": 5}}}, ("envs", "train_seeds", "stop"), "greater than start"),

@@ -269,7 +269,7 @@ def test_bad_overrides_name_the_override(recipe):
 def test_preset_with_field_override(tmp_path):
     path = write(tmp_path / "r.yaml", "model:\n  preset: tiny\n  dim: 256\n")
     cfg = load_recipe(path)
-    assert (cfg.model.name, cfg.model.dim, cfg.model.n_experts) == ("tiny", 256, 16)
+    assert (cfg.model.name, cfg.model.dim, cfg.model.n_experts) == ("tiny", 256, 8)
     cfg = load_recipe(path, ["model.preset=debug"])
     assert (cfg.model.name, cfg.model.dim, cfg.model.n_experts) == ("debug", 256, 8)
 
@@ -279,7 +279,7 @@ def test_model_field_errors_and_unknown_preset(tmp_path, preset_dir):
     assert problems(path) == [("r.yaml", 3, "model.dimm", "unknown key 'dimm' (did you mean 'dim'?)")]
     # ModelConfig's own cross-field check lands on the section.
     path = write(tmp_path / "q.yaml", "trainer: {}\nmodel:\n  preset: tiny\n  n_active: 99\n")
-    assert problems(path) == [("q.yaml", 2, "model", "n_active=99 exceeds n_experts=16")]
+    assert problems(path) == [("q.yaml", 2, "model", "n_active=99 exceeds n_experts=8")]
     path = write(tmp_path / "s.yaml", "trainer: {}\nmodel:\n  preset: tinyy\n")
     assert problems(path) == [("s.yaml", 3, "model.preset", "unknown model preset 'tinyy' (did you mean 'tiny'?)")]
 
