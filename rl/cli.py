@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Sequence
 
+from jointrl.rl import model_commands as _model
 from jointrl.rl.recipe import RecipeError, dump_config, load_recipe
 
 RunFn = Callable[[argparse.Namespace], int]
@@ -67,6 +68,13 @@ def _recipe_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quickstart_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", nargs="?", default="quickstart", help="recipe file or shipped recipe name")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="settings applied on top of the recipe")
+    parser.add_argument("--conversations", type=int, default=128, help="synthetic agent chats for the cold start")
+    parser.add_argument("--max-len", type=int, default=256, help="longest training sequence in tokens")
+
+
 GROUP_HELP: dict[str, str] = {
     "recipe": "validate and inspect recipes",
     "model": "inspect model presets and checkpoints",
@@ -77,6 +85,25 @@ GROUP_HELP: dict[str, str] = {
 COMMANDS: list[Command] = [
     Command(
         ("recipe", "check"), "print a recipe's resolved config, or every problem in it", _recipe_check_args, _recipe_check
+    ),
+    Command(
+        ("model", "info"),
+        "parameters (total / active), layer kinds, weight and state memory of a preset or checkpoint",
+        _model.model_info_args,
+        "jointrl.rl.model_commands:model_info",
+    ),
+    Command(("model", "presets"), "list the model presets", _model.model_presets_args, "jointrl.rl.model_commands:model_presets"),
+    Command(
+        ("quickstart",),
+        "the quickstart job: tokenizer, model, supervised cold start, checkpoint, sample (CPU, minutes)",
+        _quickstart_args,
+        "jointrl.rl.quickstart:run",
+    ),
+    Command(
+        ("tokenizer", "train"),
+        "train the byte-level BPE on project-generated text",
+        _model.tokenizer_train_args,
+        "jointrl.rl.model_commands:tokenizer_train",
     ),
 ]
 
