@@ -1,0 +1,266 @@
+"""The environment contract: specs, tools, observations, and the Env base class every domain extends.
+
+An Env is made once per episode: `reset(seed)` returns the prompt and tools; the agent calls tools with
+`step(tool_call)` (OpenAI tool-call dicts, arguments as a JSON string) and ends with `answer(text)` (the
+final assistant message's content); `signals()` reports verifiable facts, always including
+`success` (1.0 = solved) and `tool_errors`. Every failure of a call — unknown tool, bad JSON, arguments
+that break the tool's JSON Schema, a tool that raises or runs past its time limit — comes back as an
+error observation the model can read; it is counted, and the episode goes on.
+
+A domain implements `_reset(seed)`, `_signals()`, `_solution()` (the scripted correct play that `demo()`
+replays through the real tools), declares tools with the `@tool` decorator on methods, and runs
+anything model-written only through `jointrl.envs.sandbox`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import jsonschema
+
+ENV_ID = re.compile(r"^(?P<domain>[a-z0-9_]+)/(?P<family>[a-z0-9_.-]+)-v(?P<version>\d+):(?P<difficulty>[a-z0-9_]+)$")
+TIERS = ("low", "high", "max")
+
+
+def parse_env_id(env_id: str) -> dict[str, str]:
+    """Split 'domain/family-vN:difficulty' into its parts; a bad id raises naming it."""
+    match = ENV_ID.match(env_id)
+    if match is None:
+        raise ValueError(f"env id {env_id!r} is not of the form 'domain/family-vN:difficulty'")
+    return match.groupdict()
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to make one env id: where its class lives and what it is passed."""
+
+    id: str
+    entry_point: str  # "module:attr", resolved in the process that makes the env
+    kwargs: dict = field(default_factory=dict)
+    default_tier: str = "low"
+    max_turns: int = 16
+    description: str = ""
+
+    def __post_init__(self):
+        parse_env_id(self.id)
+        if ":" not in self.entry_point:
+            raise ValueError(f"{self.id}: entry_point {self.entry_point!r} is not 'module:attr'")
+        if self.default_tier not in TIERS:
+            raise ValueError(f"{self.id}: default_tier {self.default_tier!r} is not one of {TIERS}")
+
+    @property
+    def domain(self) -> str:
+        return parse_env_id(self.id)["domain"]
+
+    @property
+    def family(self) -> str:
+        return parse_env_id(self.id)["family"]
+
+    @property
+    def difficulty(self) -> str:
+        return parse_env_id(self.id)["difficulty"]
+
+
+@dataclass
+class Observation:
+    """What reset gives the agent: the opening messages and the tools it may call."""
+
+    messages: list[dict]
+    tools: list[dict]
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call; `error` is set when the call failed (the content then explains it)."""
+
+    content: str
+    done: bool = False  # the env considers the episode over (e.g. after a submit tool)
+    error: str | None = None
+
+
+@dataclass
+class Action:
+    """One step of a scripted solution: a tool call, or the final answer (name None)."""
+
+    name: str | None
+    arguments: dict = field(default_factory=dict)
+    answer: str = ""  # the final answer's text when name is None
+    reasoning: str | None = None  # what the demo's assistant turn thinks before acting
+
+
+class ToolFailure(Exception):
+    """Raised by a tool for a failure the model caused (missing file, bad pattern): shown as an error observation."""
+
+
+@dataclass
+class ToolDef:
+    """A tool: its JSON-schema spec and the bound method that runs it."""
+
+    name: str
+    description: str
+    parameters: dict
+    fn: Callable[..., str]
+    timeout: float
+
+    def spec(self) -> dict:
+        """The OpenAI function spec shown to the model."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+def tool(description: str, parameters: dict | None = None, timeout: float = 30.0):
+    """Mark an Env method as a tool; `parameters` is the JSON Schema of its keyword arguments."""
+    schema = parameters or {"type": "object", "properties": {}}
+    schema = {"additionalProperties": False, **schema}
+
+    def mark(fn):
+        fn.__tool__ = (description, schema, timeout)
+        return fn
+
+    return mark
+
+
+class Env(ABC):
+    """Base class of every environment: tool dispatch, validation, error accounting, demo replay."""
+
+    spec: EnvSpec | None = None  # set by the registry's make()
+
+    def __init__(self, difficulty: str = "easy", **kwargs: Any):
+        self.difficulty = difficulty
+        self.kwargs = kwargs
+        self.seed: int | None = None
+        self.tool_errors = 0
+        self.tool_calls = 0
+        self.final_answer: str | None = None
+        self._tools = {d.name: d for d in self._collect_tools()}
+
+    def _collect_tools(self) -> Iterator[ToolDef]:
+        for name in dir(type(self)):
+            fn = getattr(type(self), name)
+            if callable(fn) and hasattr(fn, "__tool__"):
+                description, schema, timeout = fn.__tool__
+                yield ToolDef(name, description, schema, getattr(self, name), timeout)
+
+    # The contract.
+
+    def reset(self, seed: int) -> Observation:
+        """Start the episode for `seed`; the same seed always gives the same task."""
+        self.seed = seed
+        self.tool_errors = 0
+        self.tool_calls = 0
+        self.final_answer = None
+        messages = self._reset(seed)
+        return Observation(messages=messages, tools=self.tool_specs(), metadata={"env_id": self.spec.id if self.spec else None})
+
+    def tool_specs(self) -> list[dict]:
+        """JSON-schema specs of this env's tools, sorted by name."""
+        return [self._tools[name].spec() for name in sorted(self._tools)]
+
+    def step(self, tool_call: dict) -> ToolResult:
+        """Run one OpenAI-format tool call; any failure becomes an error observation, never an exception."""
+        self.tool_calls += 1
+        function = tool_call.get("function") if isinstance(tool_call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or name not in self._tools:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return self._error(f"unknown tool {name!r}; available tools: {known}")
+        raw = function.get("arguments", "{}")
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError as err:
+            return self._error(f"arguments of {name} are not valid JSON ({err.msg} at position {err.pos})")
+        definition = self._tools[name]
+        try:
+            jsonschema.validate(arguments, definition.parameters)
+        except jsonschema.ValidationError as err:
+            where = "/".join(str(p) for p in err.absolute_path) or "arguments"
+            return self._error(f"bad arguments for {name}: {where}: {err.message}")
+        return self._run(definition, arguments)
+
+    def answer(self, text: str) -> None:
+        """Record the final answer (the last assistant message's content when it calls no tool)."""
+        self.final_answer = text
+
+    def signals(self) -> dict[str, float]:
+        """Verifiable facts about the episode; always has `success` and `tool_errors`."""
+        out = dict(self._signals())
+        out.setdefault("success", 0.0)
+        out["tool_errors"] = float(self.tool_errors)
+        out["tool_calls"] = float(self.tool_calls)
+        return out
+
+    def demo(self) -> list[dict]:
+        """Play the scripted solution through the real tools; return its assistant and tool messages."""
+        messages: list[dict] = []
+        for i, action in enumerate(self._solution()):
+            message: dict = {"role": "assistant", "content": None}
+            if action.reasoning is not None:
+                message["reasoning_content"] = action.reasoning
+            if action.name is None:
+                message["content"] = action.answer
+                messages.append(message)
+                self.answer(action.answer)
+                break
+            call_id = "call_0"
+            arguments = json.dumps(action.arguments, ensure_ascii=False)
+            message["tool_calls"] = [{"id": call_id, "type": "function", "function": {"name": action.name, "arguments": arguments}}]
+            messages.append(message)
+            result = self.step(message["tool_calls"][0])
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": result.content})
+            if result.error is not None:
+                raise RuntimeError(f"{self.spec.id if self.spec else type(self).__name__}: demo step {i} failed: {result.error}")
+        return messages
+
+    def close(self) -> None:
+        """Release whatever the episode holds (workspaces, processes); safe to call twice."""
+
+    # What a domain implements.
+
+    @abstractmethod
+    def _reset(self, seed: int) -> list[dict]:
+        """Build the task for `seed`; return the opening messages (system and user)."""
+
+    @abstractmethod
+    def _signals(self) -> dict[str, float]:
+        """The domain's verifiable facts, `success` among them, checked independently of the workspace."""
+
+    @abstractmethod
+    def _solution(self) -> Iterator[Action]:
+        """The scripted correct play for the current task, ending with a final-answer Action."""
+
+    # Internals.
+
+    def _error(self, message: str) -> ToolResult:
+        self.tool_errors += 1
+        return ToolResult(content=f"error: {message}", error=message)
+
+    def _run(self, definition: ToolDef, arguments: dict) -> ToolResult:
+        # In-process tools are the env's own code; a thread bounds a runaway one (a pathological regex,
+        # say) without needing the main thread. Model-written code never runs here: it goes to the sandbox.
+        outcome: dict = {}
+
+        def target():
+            try:
+                outcome["value"] = definition.fn(**arguments)
+            except ToolFailure as err:
+                outcome["failure"] = str(err)
+            except Exception as err:  # a tool bug still must not end the episode
+                outcome["failure"] = f"{definition.name} raised {type(err).__name__}: {err}"
+
+        worker = threading.Thread(target=target, daemon=True, name=f"tool-{definition.name}")
+        worker.start()
+        worker.join(definition.timeout)
+        if worker.is_alive():
+            return self._error(f"{definition.name} did not finish within {definition.timeout:g}s")
+        if "failure" in outcome:
+            return self._error(outcome["failure"])
+        value = outcome["value"]
+        if isinstance(value, ToolResult):
+            if value.error is not None:
+                self.tool_errors += 1
+            return value
+        return ToolResult(content=str(value))

@@ -1,0 +1,89 @@
+"""The env registry: ids → specs, lazy entry points resolved in the process that makes the env, plugins.
+
+Specs are plain data, so a worker process (a Ray actor) rebuilds the same registry by itself: built-in
+domains register on first use there, and third-party packages do so through the entry-point group
+`jointrl.envs` (each entry point is a function that calls `register`). Nothing downloads at import,
+registration or reset.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+from importlib import metadata
+
+from jointrl.envs.base import Env, EnvSpec
+
+PLUGIN_GROUP = "jointrl.envs"
+# Each built-in domain package exposes `register()`; a domain not written yet is simply absent here.
+BUILTIN_DOMAINS: tuple[str, ...] = ()
+
+_SPECS: dict[str, EnvSpec] = {}
+_loaded = False
+
+
+def register(spec: EnvSpec | None = None, /, **fields) -> EnvSpec:
+    """Add an env spec (or build one from keyword fields); the same id twice is an error."""
+    spec = spec if spec is not None else EnvSpec(**fields)
+    if spec.id in _SPECS and _SPECS[spec.id] != spec:
+        raise ValueError(f"env id {spec.id!r} is already registered with entry point {_SPECS[spec.id].entry_point}")
+    _SPECS[spec.id] = spec
+    return spec
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_DOMAINS:
+        importlib.import_module(module).register()
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            entry.load()()
+        except Exception as err:
+            raise RuntimeError(f"env plugin {entry.name!r} ({entry.value}) failed to register: {err}") from err
+
+
+def reload_plugins() -> None:
+    """Forget every spec and register the built-ins and plugins again (after installing a plugin)."""
+    global _loaded
+    _SPECS.clear()
+    _loaded = False
+    _load()
+
+
+def env_ids(pattern: str = "*") -> list[str]:
+    """Registered ids matching a glob (`swe/*:hard`), sorted."""
+    _load()
+    return sorted(i for i in _SPECS if fnmatch.fnmatchcase(i, pattern))
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec of one id; an unknown id raises naming close matches."""
+    _load()
+    if env_id not in _SPECS:
+        close = difflib.get_close_matches(env_id, list(_SPECS), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise KeyError(f"unknown env id {env_id!r}{hint}")
+    return _SPECS[env_id]
+
+
+def resolve(entry_point: str):
+    """Import 'module:attr' and return the attribute."""
+    module, _, attr = entry_point.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"entry point {entry_point!r} cannot be loaded: {err}") from err
+
+
+def make(env_id: str) -> Env:
+    """A fresh env instance for one episode (call reset(seed) next)."""
+    env_spec = spec(env_id)
+    cls = resolve(env_spec.entry_point)
+    env = cls(difficulty=env_spec.difficulty, **env_spec.kwargs)
+    if not isinstance(env, Env):
+        raise TypeError(f"{env_spec.entry_point} made a {type(env).__name__}, not a jointrl Env")
+    env.spec = env_spec
+    return env

@@ -1,0 +1,20 @@
+"""The install maps the fixed top-level folders under `jointrl.` and puts nothing else on the path."""
+import subprocess
+import sys
+
+
+def test_packages_import_from_any_directory_and_no_bare_top_level_names(tmp_path):
+    script = (
+        "import importlib.util, jointrl.rl, jointrl.envs, jointrl.rewards, jointrl.model, jointrl.kernels\n"
+        "print([importlib.util.find_spec(n) is None for n in ('rl', 'envs', 'rewards', 'model', 'kernels')])\n"
+    )
+    # Run outside the repository so the working directory cannot supply the folders.
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[True, True, True, True, True]"
+
+
+def test_shipped_recipes_resolve_as_package_data():
+    from importlib import resources
+
+    names = {p.name for p in resources.files("jointrl.recipes").iterdir()}
+    assert "quickstart.yaml" in names and "models" in names
