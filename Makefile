@@ -8,7 +8,16 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: setup quickstart test test-slow clean
 
+# bubblewrap confines model-written commands (the env sandbox); git and sqlite3 are tools used inside it.
+SYSTEM_PACKAGES := bubblewrap git sqlite3 tar
+
 $(VENV)/.installed: pyproject.toml setup.py
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.

@@ -1,7 +1,8 @@
 """The env registry: ids → specs, lazy entry points resolved in the process that makes the env, plugins.
 
 Specs are plain data, so a worker process (a Ray actor) rebuilds the same registry by itself: built-in
-domains register on first use there, and third-party packages do so through the entry-point group
+domains (every sub-package of jointrl.envs) register on first use there, and third-party packages do
+so through the entry-point group
 `jointrl.envs` (each entry point is a function that calls `register`). Nothing downloads at import,
 registration or reset.
 """
@@ -10,13 +11,12 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import pkgutil
 from importlib import metadata
 
 from jointrl.envs.base import Env, EnvSpec
 
 PLUGIN_GROUP = "jointrl.envs"
-# Each built-in domain package exposes `register()`; a domain not written yet is simply absent here.
-BUILTIN_DOMAINS: tuple[str, ...] = ()
 
 _SPECS: dict[str, EnvSpec] = {}
 _loaded = False
@@ -36,13 +36,20 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in BUILTIN_DOMAINS:
+    for module in builtin_domains():
         importlib.import_module(module).register()
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
         try:
             entry.load()()
         except Exception as err:
             raise RuntimeError(f"env plugin {entry.name!r} ({entry.value}) failed to register: {err}") from err
+
+
+def builtin_domains() -> list[str]:
+    """The domain packages under jointrl.envs (each exposes a cheap `register()` that only adds specs)."""
+    import jointrl.envs
+
+    return [f"jointrl.envs.{m.name}" for m in pkgutil.iter_modules(jointrl.envs.__path__) if m.ispkg]
 
 
 def reload_plugins() -> None:

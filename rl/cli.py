@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Sequence
 
+from jointrl.rl import env_commands as _envs
 from jointrl.rl import model_commands as _model
 from jointrl.rl.recipe import RecipeError, dump_config, load_recipe
 
@@ -93,6 +94,9 @@ COMMANDS: list[Command] = [
         "jointrl.rl.model_commands:model_info",
     ),
     Command(("model", "presets"), "list the model presets", _model.model_presets_args, "jointrl.rl.model_commands:model_presets"),
+    Command(("envs", "list"), "list registered environments (id, domain, tools, tier)", _envs.list_args, "jointrl.rl.env_commands:list_envs"),
+    Command(("envs", "show"), "show an environment's spec, tools and prompt", _envs.show_args, "jointrl.rl.env_commands:show_env"),
+    Command(("envs", "try"), "play an environment's demo; print transcript and signals", _envs.try_args, "jointrl.rl.env_commands:try_env"),
     Command(
         ("quickstart",),
         "the quickstart job: tokenizer, model, supervised cold start, checkpoint, sample (CPU, minutes)",

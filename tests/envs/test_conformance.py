@@ -1,0 +1,74 @@
+"""Every registered env id honours the contract: determinism, demo solves, no-op fails, bad calls, cleanup."""
+import json
+import os
+import tempfile
+
+import pytest
+
+from jointrl.envs import registry
+
+IDS = registry.env_ids()
+# The main suite plays one seed per id; the slow suite plays more.
+SEEDS = [0]
+SLOW_SEEDS = [1, 2, 3]
+
+
+def _children() -> set[int]:
+    """Pids of this process's live children (a leaked sandbox would show here)."""
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except FileNotFoundError:
+        return set()
+
+
+def _play(env_id: str, seed: int) -> None:
+    temp_before = set(os.listdir(tempfile.gettempdir()))
+    children_before = _children()
+
+    first, second = registry.make(env_id), registry.make(env_id)
+    try:
+        obs_a, obs_b = first.reset(seed), second.reset(seed)
+        assert json.dumps(obs_a.messages, sort_keys=True) == json.dumps(obs_b.messages, sort_keys=True)
+        assert obs_a.tools == obs_b.tools
+        assert obs_a.messages and obs_a.messages[-1]["role"] == "user"
+
+        # The scripted solution scores full marks.
+        transcript = first.demo()
+        assert transcript[-1]["role"] == "assistant" and not transcript[-1].get("tool_calls")
+        signals = first.signals()
+        assert signals["success"] == 1.0, (env_id, seed, signals)
+
+        # Doing nothing and answering nothing scores zero.
+        second.answer("")
+        assert second.signals()["success"] == 0.0, (env_id, seed)
+
+        # A malformed call is an error observation, counted, and the episode goes on (an env without
+        # tools sees the call as naming an unknown tool).
+        name = obs_b.tools[0]["function"]["name"] if obs_b.tools else "no_such_tool"
+        result = second.step({"id": "c", "type": "function", "function": {"name": name, "arguments": "{not json"}})
+        assert result.error is not None and result.content.startswith("error:")
+        assert second.signals()["tool_errors"] >= 1
+    finally:
+        first.close()
+        second.close()
+    leaked = set(os.listdir(tempfile.gettempdir())) - temp_before
+    assert not leaked, f"{env_id} left {sorted(leaked)} in {tempfile.gettempdir()}"
+    assert _children() <= children_before, f"{env_id} left processes behind"
+
+
+def test_registry_is_populated():
+    assert IDS, "no environments registered"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("env_id", IDS)
+def test_env_conformance(env_id, seed):
+    _play(env_id, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+@pytest.mark.parametrize("env_id", IDS)
+def test_env_conformance_more_seeds(env_id, seed):
+    _play(env_id, seed)
