@@ -17,6 +17,14 @@ PRESETS: dict[str, ModelConfig] = {
         index_heads=2, index_head_dim=16, index_rope_dim=8, index_topk=8,
         n_experts=8, n_active=2, n_shared=1, expert_hidden=32, route_scale=1.0,
     ),
+    # The debug model in a form transformers' kimi_linear expresses exactly (export tests): delta and
+    # latent attention only, no output gates, NoPE latent attention.
+    "debug-kimi": ModelConfig(
+        name="debug-kimi", vocab_size=512, dim=64, layer_pattern="KLKL", first_dense_layers=1, dense_hidden=128,
+        max_seq_len=512, kda_heads=2, kda_head_dim=16, kda_gate_rank=16, kda_chunk_size=16,
+        attn_heads=2, q_lora_rank=32, kv_lora_rank=32, qk_nope_dim=16, qk_rope_dim=0, v_head_dim=16,
+        attn_output_gate=False, n_experts=8, n_active=2, n_shared=1, expert_hidden=32, route_scale=1.0,
+    ),
     # Quickstart: a few M parameters, trains on 2 CPU cores in minutes.
     "tiny": ModelConfig(
         name="tiny", vocab_size=4096, dim=192, layer_pattern="KKKS*2", first_dense_layers=1, dense_hidden=512,

@@ -25,8 +25,8 @@ from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
 
-# The debug preset made expressible as kimi_linear: no DSA layer, ungated NoPE latent attention.
-KIMI = {"layer_pattern": "KLKL", "attn_output_gate": False, "qk_rope_dim": 0}
+# The kimi_linear-compatible preset: no DSA layer, ungated NoPE latent attention.
+KIMI_PRESET = "debug-kimi"
 KIMI_VARIANTS = {
     "base": {},
     # Direct query projection, no dense layer, two expert groups, tied embeddings (written untied).
@@ -37,9 +37,9 @@ KIMI_ATOL = 1e-4
 B, T, PAD = 2, 24, 5
 
 
-def build(update: dict | None = None) -> Transformer:
+def build(update: dict | None = None, preset: str = "debug") -> Transformer:
     """A preset model with weights large enough to matter: unit-gain matrices, norms near 1, a router bias."""
-    model = Transformer(PRESETS["debug"].model_copy(update=update or {})).eval()
+    model = Transformer(PRESETS[preset].model_copy(update=update or {})).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(("A_log", "dt_bias")):
@@ -94,21 +94,21 @@ def tokenizer():
 
 
 @pytest.mark.parametrize(
-    "update, reason",
+    "preset, update, reason",
     [
-        ({}, "layer 1 is gated sparse attention"),
-        ({**KIMI, "attn_output_gate": True}, "no output gate"),
-        ({**KIMI, "qk_rope_dim": 8}, "never applies rotary"),
-        ({**KIMI, "norm_eps": 1e-5}, "fixed eps of 1e-06"),
-        ({**KIMI, "kda_gate_rank": 8}, "kda_gate_rank=8 differs from kda_head_dim=16"),
-        ({**KIMI, "router_scoring": "softmax"}, "always scores with a sigmoid"),
-        ({**KIMI, "n_shared": 0}, "has a shared expert"),
-        ({**KIMI, "n_groups": 8, "topk_groups": 2}, "groups need at least 2"),
+        ("debug", {}, "layer 1 is gated sparse attention"),
+        (KIMI_PRESET, {"attn_output_gate": True}, "no output gate"),
+        (KIMI_PRESET, {"qk_rope_dim": 8}, "never applies rotary"),
+        (KIMI_PRESET, {"norm_eps": 1e-5}, "fixed eps of 1e-06"),
+        (KIMI_PRESET, {"kda_gate_rank": 8}, "kda_gate_rank=8 differs from kda_head_dim=16"),
+        (KIMI_PRESET, {"router_scoring": "softmax"}, "always scores with a sigmoid"),
+        (KIMI_PRESET, {"n_shared": 0}, "has a shared expert"),
+        (KIMI_PRESET, {"n_groups": 8, "topk_groups": 2}, "groups need at least 2"),
     ],
     ids=["debug_dsa", "gate", "rope", "eps", "gate_rank", "softmax", "no_shared", "groups_of_one"],
 )
-def test_incompatibility_names_the_reason(update, reason):
-    cfg = PRESETS["debug"].model_copy(update=update)
+def test_incompatibility_names_the_reason(preset, update, reason):
+    cfg = PRESETS[preset].model_copy(update=update)
     assert reason in kimi_linear_incompatibility(cfg)
     assert export_target(cfg) == "native"
     with pytest.raises(ValueError, match="not exportable as kimi_linear"):
@@ -117,7 +117,7 @@ def test_incompatibility_names_the_reason(update, reason):
 
 @pytest.mark.parametrize("variant", list(KIMI_VARIANTS))
 def test_compatible_configs_are_accepted(variant):
-    cfg = PRESETS["debug"].model_copy(update={**KIMI, **KIMI_VARIANTS[variant]})
+    cfg = PRESETS[KIMI_PRESET].model_copy(update=KIMI_VARIANTS[variant])
     assert kimi_linear_incompatibility(cfg) is None
     assert export_target(cfg) == "kimi_linear"
     # transformers cannot hold MXFP4 kimi_linear experts: auto falls back to native, an explicit request fails.
@@ -131,7 +131,7 @@ def test_compatible_configs_are_accepted(variant):
 @pytest.mark.parametrize("variant", list(KIMI_VARIANTS))
 def test_kimi_linear_export_loads_natively_in_transformers(variant, tmp_path):
     assert importlib.util.find_spec("fla") is None, "the CPU reference path of kimi_linear needs fla absent"
-    model = build({**KIMI, **KIMI_VARIANTS[variant]})
+    model = build(KIMI_VARIANTS[variant], preset=KIMI_PRESET)
     cfg = model.cfg
     out = export_pretrained(model, tmp_path / "kimi")
 
