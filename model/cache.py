@@ -35,11 +35,12 @@ class AttnCache:
     length: int = 0  # slots filled so far (the same for every row)
 
     def append(self, kv_latent, k_rope, valid, index_keys=None) -> slice:
-        """Write T new slots after `length`; return the slice written."""
+        """Write T new slots after `length` (growing the capacity when needed); return the slice written."""
         t = kv_latent.shape[1]
         end = self.length + t
         if end > self.kv_latent.shape[1]:
-            raise ValueError(f"cache overflow: {end} tokens exceed its capacity of {self.kv_latent.shape[1]}")
+            # Doubling keeps the cost of growth amortised O(1) per token.
+            self._resize(max(end, 2 * self.kv_latent.shape[1]))
         written = slice(self.length, end)
         self.kv_latent[:, written] = kv_latent
         self.k_rope[:, written] = k_rope
@@ -49,6 +50,31 @@ class AttnCache:
             self.index_keys[:, written] = index_keys
         self.length = end
         return written
+
+    def _resize(self, capacity: int) -> None:
+        def fit(x: torch.Tensor) -> torch.Tensor:
+            out = x.new_zeros((x.shape[0], capacity, *x.shape[2:]))
+            n = min(self.length, capacity)
+            out[:, :n] = x[:, :n]
+            return out
+
+        self.kv_latent, self.k_rope, self.valid = fit(self.kv_latent), fit(self.k_rope), fit(self.valid)
+        if self.index_keys is not None:
+            self.index_keys = fit(self.index_keys)
+
+    def pack_rows(self) -> None:
+        """Move each row's real slots to the front, in order, and shrink `length` to the longest row."""
+        filled = self.valid[:, : self.length]  # [B, S]
+        # A stable sort on "is padding" keeps real slots in their original order.
+        order = (~filled).long().argsort(dim=1, stable=True)  # [B, S]
+        for name in ("kv_latent", "k_rope", "valid", "index_keys"):
+            x = getattr(self, name)
+            if x is not None:
+                index = order.reshape(*order.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:])
+                x[:, : self.length] = x[:, : self.length].gather(1, index)
+        new_length = int(filled.sum(dim=1).max()) if filled.numel() else 0
+        self.valid[:, new_length : self.length] = False
+        self.length = new_length
 
 
 class ModelCache:
@@ -90,3 +116,40 @@ class ModelCache:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+    def reset_rows(self, rows: list[int]) -> None:
+        """Forget everything rows have seen, so a new sequence can start there (continuous batching)."""
+        if not rows:
+            return
+        index = torch.tensor(rows, device=self.n_valid.device)
+        for layer in self.layers:
+            if isinstance(layer, KDAState):
+                layer.recurrent[index] = 0
+                layer.conv[index] = 0
+            else:
+                layer.valid[index] = False
+        self.n_valid[index] = 0
+
+    def compact(self) -> int:
+        """Pack every row's real slots to the front so padding stops costing attention; return slots freed.
+
+        Attention only ever reads a row's own real slots (positions come from `n_valid`), so repacking
+        changes no output. Slot indices recorded before a compaction (DSA selections) refer to the old
+        layout: convert them to per-row token indices first (`row_token_index`).
+        """
+        attn = [layer for layer in self.layers if isinstance(layer, AttnCache)]
+        if not attn:
+            return 0
+        before = attn[0].length
+        for layer in attn:
+            layer.pack_rows()
+        self.length = attn[0].length
+        return before - self.length
+
+    def row_token_index(self) -> torch.Tensor | None:
+        """[B, S]: for each filled slot, the index of its token among its row's real tokens (-1 on padding)."""
+        attn = next((layer for layer in self.layers if isinstance(layer, AttnCache)), None)
+        if attn is None:
+            return None
+        valid = attn.valid[:, : attn.length]
+        return torch.where(valid, valid.long().cumsum(dim=1) - 1, torch.full_like(valid, -1, dtype=torch.long))
