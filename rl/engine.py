@@ -1,0 +1,281 @@
+"""Continuous-batching generation: many sequences share one batched forward, and keep their cache across turns.
+
+Shape legend: R = engine rows (concurrent sequences), W = columns fed this step, L = MoE layers,
+k = experts per token, S = DSA layers, k_s = selected tokens per query.
+
+A sequence lives in one row from its first turn to `release`. Each step feeds every active row its
+pending tokens (a new turn's prompt, or the token sampled last step), right-aligned so the last column
+is each row's newest token; rows with less to feed are padded, which the model treats as absent.
+A row whose turn ended (stop token or length) parks with its cache; the next turn of the same sequence
+appends only the new tokens (tool result, next generation prompt), so the history is not re-prefilled
+and the tokens the learner sees are exactly the ones fed and sampled. The last sampled token of a turn
+is fed at the start of the next one. When every row is taken and new sequences wait, the parked row
+idle longest is evicted; its next turn re-prefills the kept token history into a fresh row.
+
+Thinking budgets: inside `<think>` a row counts its thinking tokens; when the count reaches the
+sequence's budget the engine emits `</think>` itself (marked `forced`, so the learner can mask it out)
+and the model goes on with its answer or tool call.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Hashable
+
+import torch
+
+from jointrl.model.generate import SamplingParams, sample_next
+from jointrl.model.transformer import Transformer
+
+
+@dataclass
+class TurnRequest:
+    """Generate one turn of a sequence: feed these tokens, then sample until a stop token or the limit."""
+
+    seq_id: Hashable
+    feed: list[int]  # new tokens before generating; the whole prompt on a sequence's first turn
+    max_new_tokens: int
+    sampling: SamplingParams  # temperature / top_p / top_k / stop_ids (its max_new_tokens is not used)
+    think_budget: int | None = None  # thinking tokens this sequence may still generate (None = no limit)
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced."""
+
+    seq_id: Hashable
+    tokens: list[int]  # generated ids, a forced </think> and the stop token included
+    logprobs: list[float]  # behaviour log-prob of each generated token (forced ones: the model's own)
+    forced: list[bool]  # True where the engine chose the token (thinking budget), not the policy
+    versions: list[int]  # policy version each token was sampled with
+    think_tokens: int  # tokens generated inside <think>...</think> this turn
+    finish_reason: str  # "stop" | "length" | "context" (the model's max_seq_len was reached)
+    routing: torch.Tensor | None = field(default=None, repr=False)  # [fed this turn, L, k]
+    sparse_topk: torch.Tensor | None = field(default=None, repr=False)  # [fed this turn, S, k_s] token indices
+
+
+@dataclass
+class _Row:
+    seq_id: Hashable
+    request: TurnRequest
+    pending: list[int]  # tokens to feed next step
+    history: list[int] = field(default_factory=list)  # every token fed so far (to rebuild an evicted row)
+    unfed: list[int] = field(default_factory=list)  # the last sampled token of a parked turn
+    skip_record: int = 0  # leading fed tokens whose routing an earlier turn already recorded
+    parked_at: int | None = None  # engine step at which the row's last turn ended
+    active: bool = True
+    inside_think: bool = False
+    think_used: int = 0  # over the whole sequence, against its budget
+    turn_think: int = 0
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    forced: list[bool] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    routing: list[torch.Tensor] = field(default_factory=list)
+    topk: list[torch.Tensor] = field(default_factory=list)
+
+
+class Engine:
+    """Batched, cached, multi-turn sampling from one policy copy."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        think_start_id: int,
+        think_end_id: int,
+        max_rows: int = 32,
+        record_routing: bool = False,
+        generator: torch.Generator | None = None,
+        pad_id: int = 0,
+    ):
+        self.model = model.eval()
+        self.think_start_id, self.think_end_id = think_start_id, think_end_id
+        self.max_rows = max_rows
+        self.record_routing = record_routing
+        self.generator = generator
+        self.pad_id = pad_id
+        self.version = 0  # bumped by weight sync; every token records the version it was sampled with
+        self.cache = model.allocate_cache(max_rows, 64)
+        self.rows: list[_Row | None] = [None] * max_rows
+        self.evicted: dict[Hashable, _Row] = {}
+        self.queue: deque[TurnRequest] = deque()
+        self.steps = 0
+        self.tokens_fed = 0
+
+    # Lifecycle of sequences.
+
+    def submit(self, request: TurnRequest) -> None:
+        """Queue a turn; a sequence already holding a row continues there with its cache."""
+        if request.max_new_tokens < 1:
+            raise ValueError(f"{request.seq_id}: max_new_tokens must be >= 1, got {request.max_new_tokens}")
+        row = self._row_of(request.seq_id)
+        if row is not None and self.rows[row].active:
+            raise ValueError(f"sequence {request.seq_id!r} is still generating its previous turn")
+        self.queue.append(request)
+
+    def release(self, seq_id: Hashable) -> None:
+        """The sequence is over: free its row for another one."""
+        row = self._row_of(seq_id)
+        if row is not None:
+            self.rows[row] = None
+        self.evicted.pop(seq_id, None)
+
+    @property
+    def busy(self) -> bool:
+        """Whether any turn is queued or generating."""
+        return bool(self.queue) or any(r is not None and r.active for r in self.rows)
+
+    def run(self, requests: list[TurnRequest]) -> list[TurnResult]:
+        """Submit turns and step until all are done; results in request order."""
+        for request in requests:
+            self.submit(request)
+        done: dict[Hashable, TurnResult] = {}
+        while self.busy:
+            for result in self.step():
+                done[result.seq_id] = result
+        return [done[r.seq_id] for r in requests]
+
+    # One step.
+
+    @torch.no_grad()
+    def step(self) -> list[TurnResult]:
+        """Admit queued turns into rows, run one batched forward, sample; return the turns that ended."""
+        self._admit()
+        active = [i for i, r in enumerate(self.rows) if r is not None and r.active]
+        if not active:
+            return []
+        width = max(len(self.rows[i].pending) for i in active)
+        tokens = torch.full((self.max_rows, width), self.pad_id, dtype=torch.long)
+        valid = torch.zeros(self.max_rows, width, dtype=torch.bool)
+        for i in active:
+            pending = self.rows[i].pending
+            tokens[i, width - len(pending):] = torch.tensor(pending)
+            valid[i, width - len(pending):] = True
+            self.rows[i].history += pending
+        device = self.model.embed.weight.device
+        out = self.model(tokens.to(device), valid=valid.to(device), cache=self.cache)
+        self.steps += 1
+        self.tokens_fed += int(valid.sum())
+        if self.record_routing:
+            self._record(out, valid, active)
+        logits = out.logits[:, -1].float()  # [R, V]; the last column is every active row's newest token
+
+        finished = []
+        for rows in self._by_sampling(active):
+            ids, logp = sample_next(logits[rows], self.rows[rows[0]].request.sampling, self.generator)
+            for j, i in enumerate(rows):
+                result = self._advance(i, int(ids[j]), float(logp[j]), logits[i])
+                if result is not None:
+                    finished.append(result)
+        if self.cache.length > 2 * int(self.cache.n_valid.max()) + 32:
+            self.cache.compact()
+        return finished
+
+    def _admit(self) -> None:
+        waiting: deque[TurnRequest] = deque()
+        while self.queue:
+            request = self.queue.popleft()
+            row = self._row_of(request.seq_id)
+            if row is not None:
+                state = self.rows[row]
+                state.pending = state.unfed + list(request.feed)
+                state.unfed = []
+            else:
+                row = self._free_row()
+                if row is None:
+                    waiting.append(request)
+                    continue
+                self.cache.reset_rows([row])
+                state = self.evicted.pop(request.seq_id, None)
+                if state is None:
+                    state = _Row(seq_id=request.seq_id, request=request, pending=list(request.feed))
+                else:
+                    # Rebuild the evicted cache from the kept history; only the new tokens get recorded.
+                    state.pending = state.history + state.unfed + list(request.feed)
+                    state.skip_record, state.history, state.unfed = len(state.history), [], []
+                self.rows[row] = state
+            if not state.pending:
+                raise ValueError(f"sequence {request.seq_id!r}: a turn needs at least one token to feed")
+            state.request, state.active, state.parked_at = request, True, None
+            for token in request.feed:
+                # A prompt may open (or close) the thinking block itself, e.g. a template that ends in <think>.
+                if token in (self.think_start_id, self.think_end_id):
+                    state.inside_think = token == self.think_start_id
+            state.tokens, state.logprobs, state.forced, state.versions = [], [], [], []
+            state.routing, state.topk, state.turn_think = [], [], 0
+        self.queue = waiting
+
+    def _advance(self, i: int, token: int, logp: float, logits: torch.Tensor) -> TurnResult | None:
+        row = self.rows[i]
+        sampling = row.request.sampling
+        budget = row.request.think_budget
+        forced = row.inside_think and budget is not None and row.think_used >= budget
+        if forced:
+            token = self.think_end_id
+            temperature = sampling.temperature or 1.0
+            logp = float(torch.log_softmax(logits / temperature, dim=-1)[token])
+        row.tokens.append(token)
+        row.logprobs.append(logp)
+        row.forced.append(forced)
+        row.versions.append(self.version)
+        if token == self.think_start_id:
+            row.inside_think = True
+        elif token == self.think_end_id:
+            row.inside_think = False
+        elif row.inside_think:
+            row.think_used += 1
+            row.turn_think += 1
+
+        reason = None
+        if token in sampling.stop_ids:
+            reason = "stop"
+        elif len(row.tokens) >= row.request.max_new_tokens:
+            reason = "length"
+        elif int(self.cache.n_valid[i]) + 1 >= self.model.cfg.max_seq_len:
+            reason = "context"
+        if reason is None:
+            row.pending = [token]
+            return None
+        row.active, row.pending, row.unfed, row.parked_at = False, [], [token], self.steps
+        return TurnResult(
+            seq_id=row.seq_id, tokens=row.tokens, logprobs=row.logprobs, forced=row.forced, versions=row.versions,
+            think_tokens=row.turn_think, finish_reason=reason,
+            routing=torch.cat(row.routing) if row.routing else None,
+            sparse_topk=torch.cat(row.topk) if row.topk else None,
+        )
+
+    def _record(self, out, valid: torch.Tensor, active: list[int]) -> None:
+        token_index = self.cache.row_token_index()  # [R, S] slot -> the row's own token index
+        for i in active:
+            keep = valid[i].clone()
+            skip, self.rows[i].skip_record = self.rows[i].skip_record, 0
+            keep[keep.nonzero().flatten()[:skip]] = False
+            if out.routing is not None:
+                self.rows[i].routing.append(out.routing[i][keep].cpu())
+            if out.sparse_topk is not None:
+                slots = out.sparse_topk[i][keep]  # [n, S, k_s] slot indices, -1 = none
+                mapped = token_index[i].gather(0, slots.clamp_min(0).flatten()).view_as(slots)
+                self.rows[i].topk.append(torch.where(slots >= 0, mapped, slots).cpu())
+
+    def _by_sampling(self, rows: list[int]) -> list[list[int]]:
+        # Rows drawing with the same temperature / top-p / top-k are sampled in one call.
+        groups: dict[tuple, list[int]] = {}
+        for i in rows:
+            s = self.rows[i].request.sampling
+            groups.setdefault((s.temperature, s.top_p, s.top_k), []).append(i)
+        return list(groups.values())
+
+    def _free_row(self) -> int | None:
+        free = next((i for i, r in enumerate(self.rows) if r is None), None)
+        if free is not None:
+            return free
+        parked = [i for i, r in enumerate(self.rows) if not r.active]
+        if not parked:
+            return None
+        victim = min(parked, key=lambda i: self.rows[i].parked_at)
+        self.evicted[self.rows[victim].seq_id] = self.rows[victim]
+        self.rows[victim] = None
+        return victim
+
+    def _row_of(self, seq_id: Hashable) -> int | None:
+        return next((i for i, r in enumerate(self.rows) if r is not None and r.seq_id == seq_id), None)
