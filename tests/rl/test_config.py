@@ -6,7 +6,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 import jointrl.model.presets as presets
+from jointrl.envs.episode import Episode
 from jointrl.model.config import ModelConfig
+from jointrl.rewards import RewardMixer
 from jointrl.rl.config import RunConfig, SeedRange
 
 
@@ -173,3 +175,63 @@ def test_assignment_is_validated():
     cfg = RunConfig(model={"preset": "tiny"})
     with pytest.raises(ValidationError):
         cfg.trainer.steps = -1
+
+
+REWARD_BAD = [
+    (
+        {"default": [{"name": "corectness"}]},
+        ("default", 0, "name"),
+        "unknown reward 'corectness' (did you mean 'correctness'?)",
+    ),
+    (
+        {"domains": {"cad": [{"name": "iou", "params": {"treshold": 0.5}}]}},
+        ("domains", "cad", 0, "params", "treshold"),
+        "reward 'iou' has no parameter 'treshold' (accepted: threshold)",
+    ),
+    (
+        {"domains": {"cad": [{"name": "iou", "params": {"threshold": "high"}}]}},
+        ("domains", "cad", 0, "params", "threshold"),
+        "must be a finite number or null",
+    ),
+    (
+        {"default": [{"name": "overlong_penalty", "params": {"window": 10}}]},
+        ("default", 0, "params"),
+        "needs parameter 'max_tokens'",
+    ),
+    (
+        {"default": [{"name": "overlong_penalty", "params": {"max_tokens": 10, "window": 20}}]},
+        ("default", 0, "params"),
+        "window <= max_tokens",
+    ),
+    (
+        {"domains": {"swe": [{"name": "resolved"}, {"name": "format"}, {"name": "resolved", "weight": 2}]}},
+        ("domains", "swe", 2, "name"),
+        "'resolved' is listed more than once",
+    ),
+    ({"envs": {"cad/*:hard": []}}, ("envs", "cad/*:hard"), "at least one"),
+    ({"decay": 1.5}, ("decay",), "less than or equal to 1"),
+]
+
+
+@pytest.mark.parametrize("rewards,loc,fragment", REWARD_BAD, ids=[".".join(map(str, b[1])) for b in REWARD_BAD])
+def test_reward_terms_are_checked_against_the_registry(rewards, loc, fragment):
+    with pytest.raises(ValidationError) as info:
+        RunConfig(model={"preset": "tiny"}, rewards=rewards)
+    errors = info.value.errors()
+    assert [e["loc"] for e in errors] == [("rewards", *loc)]
+    assert fragment in errors[0]["msg"]
+
+
+def test_rewards_section_builds_the_mixer():
+    cfg = RunConfig(model={"preset": "tiny"}, rewards={
+        "normalization": "domain", "decay": 0.5, "by_tier": False,
+        "domains": {"cad": [{"name": "iou", "weight": 2.0, "params": {"threshold": 0.9}}]},
+        "envs": {"cad/*:hard": [{"name": "iou"}]},
+    })
+    mixer = RewardMixer.from_config(cfg.rewards)
+    assert (mixer.normalization, mixer.domain.decay, mixer.domain.by_tier) == ("domain", 0.5, False)
+    easy = Episode("cad/plate-v1:easy", "cad", "plate", "easy", seed=0, tier="low", signals={"iou": 0.95})
+    hard = Episode("cad/plate-v1:hard", "cad", "plate", "hard", seed=0, tier="low", signals={"iou": 0.95})
+    other = Episode("terminal/grep-v1:easy", "terminal", "grep", "easy", seed=0, tier="low", signals={"success": 0.0})
+    # cad: iou >= 0.9 weighted 2; cad/*:hard overrides with raw iou; other domains fall back to correctness.
+    assert RewardMixer(mixer.table, normalization="none").mix([easy, hard, other]).raw == [2.0, 0.95, 0.0]
