@@ -148,6 +148,36 @@ class RewardTerm(Section):
         return self
 
 
+class AlarmsConfig(Section):
+    """Guard-rail thresholds (rewards/alarms.py): each alarm is logged as a metric and a warning."""
+
+    dominance_share: float = Field(0.9, gt=0, le=1, description="A non-correctness term whose share of |total| exceeds this ...")
+    dominance_patience: int = Field(10, ge=1, description="... for this many consecutive steps fires the dominance alarm.")
+    drift_window: int = Field(10, ge=1, description="Steps compared for think-length drift.")
+    think_rise: float = Field(0.25, ge=0, description="Relative rise of think tokens over the window that counts as drift ...")
+    reward_gain: float = Field(0.01, description="... unless the mean reward gained at least this much.")
+    gap_window: int = Field(10, ge=1, description="Steps over which a reward signal and its verifier check are compared.")
+    gap_margin: float = Field(0.05, ge=0, description="Rise of a signal beyond its verifier's rise that fires the alarm.")
+    zero_variance_patience: int = Field(20, ge=1, description="Steps of zero reward variance in an env before it alarms.")
+    stop_on: list[str] = Field(default_factory=list, description="Alarm kinds that stop the run instead of only warning.")
+
+    @field_validator("stop_on")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        from jointrl.rewards.alarms import KINDS
+
+        unknown = [kind for kind in value if kind not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown alarm kinds {unknown}; known: {', '.join(KINDS)}")
+        return value
+
+    def to_alarm_config(self):
+        """The rewards package's AlarmConfig with these settings (its other fields at their defaults)."""
+        from jointrl.rewards.alarms import AlarmConfig
+
+        return AlarmConfig(**{**self.model_dump(), "stop_on": tuple(self.stop_on)})
+
+
 class RewardsConfig(Section):
     """How episodes are scored: weighted reward terms per domain, and how scores are normalised into one batch."""
 
@@ -177,6 +207,7 @@ class RewardsConfig(Section):
         "(1 = all history alike, 0 = this step only).",
     )
     by_tier: bool = Field(True, description="domain normalisation: separate running mean/std per tier within a domain.")
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="Reward-hacking and stagnation alarms.")
 
     @staticmethod
     def _list_problems(where: Loc, terms: list[RewardTerm]) -> list[tuple[Loc, str, Any]]:
@@ -405,6 +436,10 @@ def preset_fields(name: str) -> dict[str, Any]:
     return dict(data["model"])
 
 
+# Algorithms whose advantage is a baseline difference that must not be divided by a group std.
+SELF_BASELINED = ("dr_grpo", "rloo")
+
+
 class RunConfig(Section):
     """A whole run; `model: {preset: NAME, <field>: value}` resolves into a ModelConfig."""
 
@@ -447,6 +482,13 @@ class RunConfig(Section):
                 f"algorithm {self.algorithm.name!r} compares samples within a group and needs group_size >= 2, "
                 f"got {self.rollout.group_size}",
                 self.rollout.group_size,
+            ))
+        if self.rewards.normalization == "group" and self.algorithm.name in SELF_BASELINED:
+            problems.append((
+                ("rewards", "normalization"),
+                f"algorithm {self.algorithm.name!r} builds its own baseline without std scaling; group normalisation "
+                "would std-scale its rewards anyway: use 'none' or 'domain'",
+                self.rewards.normalization,
             ))
         raise_at("RunConfig", problems)
         return self

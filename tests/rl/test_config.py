@@ -235,3 +235,18 @@ def test_rewards_section_builds_the_mixer():
     other = Episode("terminal/grep-v1:easy", "terminal", "grep", "easy", seed=0, tier="low", signals={"success": 0.0})
     # cad: iou >= 0.9 weighted 2; cad/*:hard overrides with raw iou; other domains fall back to correctness.
     assert RewardMixer(mixer.table, normalization="none").mix([easy, hard, other]).raw == [2.0, 0.95, 0.0]
+
+
+def test_alarm_settings_map_onto_the_rewards_alarm_config():
+    cfg = RunConfig(model={"preset": "debug"}, rewards={"alarms": {"gap_margin": 0.2, "stop_on": ["verifier_gap"]}})
+    alarms = cfg.rewards.alarms.to_alarm_config()
+    assert alarms.gap_margin == 0.2 and alarms.stop_on == ("verifier_gap",)
+    with pytest.raises(ValidationError, match="unknown alarm kinds"):
+        RunConfig(model={"preset": "debug"}, rewards={"alarms": {"stop_on": ["panic"]}})
+
+
+@pytest.mark.parametrize("algorithm", ["dr_grpo", "rloo"])
+def test_self_baselined_algorithms_refuse_group_normalisation(algorithm):
+    with pytest.raises(ValidationError, match="would std-scale"):
+        RunConfig(model={"preset": "debug"}, algorithm={"name": algorithm}, rewards={"normalization": "group"})
+    RunConfig(model={"preset": "debug"}, algorithm={"name": algorithm}, rewards={"normalization": "domain"})
