@@ -181,6 +181,11 @@ class Env(ABC):
             return self._error(f"bad arguments for {name}: {where}: {err.message}")
         return self._run(definition, arguments)
 
+    def reject_call(self, problem: str) -> ToolResult:
+        """A tool call too malformed to reach `step` (the chat parser could not read it): counted, explained."""
+        self.tool_calls += 1
+        return self._error(f"malformed tool call: {problem}")
+
     def answer(self, text: str) -> None:
         """Record the final answer (the last assistant message's content when it calls no tool)."""
         self.final_answer = text

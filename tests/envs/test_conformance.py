@@ -22,8 +22,9 @@ def _children() -> set[int]:
         return set()
 
 
-def _play(env_id: str, seed: int) -> None:
-    temp_before = set(os.listdir(tempfile.gettempdir()))
+def _play(env_id: str, seed: int, temp: str) -> None:
+    # A private temp dir: what is left in it can only be this env's, whatever else runs on the machine.
+    tempfile.tempdir, previous = temp, tempfile.tempdir
     children_before = _children()
 
     first, second = registry.make(env_id), registry.make(env_id)
@@ -52,8 +53,9 @@ def _play(env_id: str, seed: int) -> None:
     finally:
         first.close()
         second.close()
-    leaked = set(os.listdir(tempfile.gettempdir())) - temp_before
-    assert not leaked, f"{env_id} left {sorted(leaked)} in {tempfile.gettempdir()}"
+        tempfile.tempdir = previous
+    leaked = os.listdir(temp)
+    assert not leaked, f"{env_id} left {sorted(leaked)} in its temp dir"
     assert _children() <= children_before, f"{env_id} left processes behind"
 
 
@@ -63,12 +65,12 @@ def test_registry_is_populated():
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("env_id", IDS)
-def test_env_conformance(env_id, seed):
-    _play(env_id, seed)
+def test_env_conformance(env_id, seed, tmp_path):
+    _play(env_id, seed, str(tmp_path))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("env_id", IDS)
-def test_env_conformance_more_seeds(env_id, seed):
-    _play(env_id, seed)
+def test_env_conformance_more_seeds(env_id, seed, tmp_path):
+    _play(env_id, seed, str(tmp_path))
