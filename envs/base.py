@@ -13,6 +13,7 @@ anything model-written only through `jointrl.envs.sandbox`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -107,9 +108,21 @@ class ToolDef:
     fn: Callable[..., str]
     timeout: float
 
+    def validator(self) -> jsonschema.protocols.Validator:
+        """A validator for the arguments; the schema itself is checked once, not on every call."""
+        return _validator(json.dumps(self.parameters, sort_keys=True))
+
     def spec(self) -> dict:
         """The OpenAI function spec shown to the model."""
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def tool(description: str, parameters: dict | None = None, timeout: float = 30.0):
@@ -175,7 +188,7 @@ class Env(ABC):
             return self._error(f"arguments of {name} are not valid JSON ({err.msg} at position {err.pos})")
         definition = self._tools[name]
         try:
-            jsonschema.validate(arguments, definition.parameters)
+            definition.validator().validate(arguments)
         except jsonschema.ValidationError as err:
             where = "/".join(str(p) for p in err.absolute_path) or "arguments"
             return self._error(f"bad arguments for {name}: {where}: {err.message}")
@@ -244,8 +257,9 @@ class Env(ABC):
         return ToolResult(content=f"error: {message}", error=message)
 
     def _run(self, definition: ToolDef, arguments: dict) -> ToolResult:
-        # In-process tools are the env's own code; a thread bounds a runaway one (a pathological regex,
-        # say) without needing the main thread. Model-written code never runs here: it goes to the sandbox.
+        # In-process tools are the env's own code; a thread bounds one that blocks or loops in Python without
+        # needing the main thread. It cannot interrupt a C call holding the GIL (a catastrophic regex), so
+        # tools screen such inputs themselves. Model-written code never runs here: it goes to the sandbox.
         outcome: dict = {}
 
         def target():

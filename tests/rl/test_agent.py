@@ -54,7 +54,7 @@ def setup():
     torch.manual_seed(0)
     model = Transformer(PRESETS["debug"].model_copy(update={"index_topk": 8}))
     # Memorise the demonstrations so greedy decoding really calls the tool and answers.
-    train_sft(model, encode(tokenizer, conversations, 512) * 8, epochs=12, lr=3e-3, batch_size=4, pad_id=tokenizer.pad_id)
+    train_sft(model, encode(tokenizer, conversations, 512) * 8, epochs=4, lr=1e-2, batch_size=4, pad_id=tokenizer.pad_id)
     yield model.eval(), tokenizer
     for env_id in ids:
         registry._SPECS.pop(env_id)
