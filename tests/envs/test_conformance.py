@@ -14,12 +14,15 @@ SLOW_SEEDS = [1, 2, 3]
 
 
 def _children() -> set[int]:
-    """Pids of this process's live children (a leaked sandbox would show here)."""
-    try:
-        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-            return {int(p) for p in f.read().split()}
-    except FileNotFoundError:
-        return set()
+    """Pids of live children of any of this process's threads (sandboxes start from a launcher thread)."""
+    pids: set[int] = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+                pids |= {int(p) for p in f.read().split()}
+        except FileNotFoundError:
+            continue
+    return pids
 
 
 def _play(env_id: str, seed: int, temp: str) -> None:

@@ -1,0 +1,248 @@
+"""Samples a question program of one family and difficulty over a world, and words it as a question.
+
+Difficulty is the number of links to follow (easy 1-2 pages, medium 2-3, hard 3-4 and more) and, on
+hard, near-duplicate twins of every evidence page; list families also grow from a printed list to
+reading every entry's page.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+from jointrl.envs.browse import programs
+from jointrl.envs.browse.programs import Solution, Unanswerable
+from jointrl.envs.browse.schema import ATTRS, EVENTS, FACTS, KINDS, RELATIONS, paths
+from jointrl.envs.browse.world import TWINNED, World, add_twin
+
+YEARS = tuple(a for a, attr in ATTRS.items() if attr.year)
+SIZES = tuple(a for a, attr in ATTRS.items() if attr.diff)
+RANKS = {"asc": ("first", "second", "third"), "desc": ("most recently", "second most recently", "third most recently")}
+ATTEMPTS = 400
+
+
+@dataclass
+class Question:
+    """A sampled question: its wording, its program (plain data) and the solution in this world."""
+
+    family: str
+    text: str
+    program: dict
+    solution: Solution
+
+
+@lru_cache(maxsize=None)
+def _paths(length: int) -> list[tuple[str, ...]]:
+    return paths(length)
+
+
+def _ref(world: World, rng: random.Random, length: int, kinds) -> dict:
+    """A random anchor and a chain of `length` links that ends at one of `kinds`."""
+    if length == 0:
+        options = [(kind, ()) for kind in kinds]
+    else:
+        options = [(RELATIONS[p[0]].source, p) for p in _paths(length) if RELATIONS[p[-1]].target in kinds]
+    if not options:
+        raise Unanswerable(f"no chain of {length} links ends at {kinds}")
+    start, path = rng.choice(options)
+    anchors = world.of_kind(start, twins=False)
+    if not anchors:
+        raise Unanswerable(f"no {start} to start from")
+    return {"anchor": rng.choice(anchors).url, "path": list(path)}
+
+
+def _cut(low: int, high: int, rng: random.Random) -> int:
+    """A round-looking integer v with low < v <= high (Unanswerable when there is none)."""
+    for step in (1000, 500, 100, 50, 10, 5, 1):
+        first = (low // step + 1) * step
+        if first <= high:
+            return rng.choice(range(first, high + 1, step)[:4])
+    raise Unanswerable("no integer between the two figures")
+
+
+def _threshold(attr: str, values: list[int], hits: int, rng: random.Random) -> dict:
+    """A threshold on `attr` met by exactly `hits` of `values`, from below or from above, equal to none of them."""
+    s = sorted(values)
+    op = rng.choice("<>")
+    low, high = (s[hits - 1], s[hits]) if op == "<" else (s[len(s) - hits - 1], s[len(s) - hits])
+    return {"attr": attr, "op": op, "value": _cut(low, high - 1, rng)}
+
+
+def _owner(world, rng, length, relations):
+    relation = rng.choice(relations)
+    ref = _ref(world, rng, length, (RELATIONS[relation].target,))
+    members = world.members(programs.follow(world, ref).url, relation)
+    return relation, ref, members
+
+
+def _numeric(kind: str) -> list[str]:
+    return [a for a in FACTS[kind] if ATTRS[a].numeric]
+
+
+def _lookup(world, rng, difficulty):
+    length = rng.choice({"easy": (0, 1), "medium": (1, 2), "hard": (2, 3)}[difficulty])
+    ref = _ref(world, rng, length, tuple(k for k in KINDS if FACTS[k]))
+    return {"family": "lookup", "ref": ref, "attr": rng.choice(FACTS[programs.follow(world, ref).kind])}
+
+
+def _chain(world, rng, difficulty):
+    length = rng.choice({"easy": (1, 2), "medium": (2, 3), "hard": (3, 4)}[difficulty])
+    return {"family": "chain", "ref": _ref(world, rng, length, tuple(KINDS))}
+
+
+def _compare(world, rng, difficulty):
+    lengths = rng.choice({"easy": ((0, 0),), "medium": ((0, 1), (1, 0)), "hard": ((1, 1), (1, 2), (2, 1))}[difficulty])
+    attr = rng.choice([a for a in ATTRS if ATTRS[a].numeric])
+    refs = [_ref(world, rng, n, ATTRS[attr].kinds) for n in lengths]
+    return {"family": "compare", "refs": refs, "attr": attr, "pick": rng.choice(("min", "max"))}
+
+
+def _difference(world, rng, difficulty):
+    lengths = rng.choice({"easy": ((0, 0),), "medium": ((0, 1), (1, 0)), "hard": ((1, 1), (1, 2), (2, 1))}[difficulty])
+    attrs = [rng.choice(YEARS) for _ in lengths] if rng.random() < 0.7 else [rng.choice(SIZES)] * 2
+    refs = [_ref(world, rng, n, ATTRS[a].kinds) for n, a in zip(lengths, attrs)]
+    return {"family": "difference", "refs": refs, "attrs": attrs}
+
+
+def _age(world, rng, difficulty):
+    # No chain of two links ends at a founded, made or recorded thing, so hard counts from one more page:
+    # the founding of the person's birthplace.
+    length = {"easy": 0, "medium": 1, "hard": 1}[difficulty]
+    since = "birthplace" if difficulty == "hard" else "born"
+    return {"family": "age", "ref": _ref(world, rng, length, tuple(EVENTS)), "since": since}
+
+
+def _count(world, rng, difficulty):
+    if difficulty == "easy":
+        relation, ref, members = _owner(world, rng, 0, list(RELATIONS))
+        if len(members) < 2:
+            raise Unanswerable("a list of one is not worth counting")
+        return {"family": "count", "owner": ref, "relation": relation, "where": None}
+    length = rng.choice({"medium": (0, 1), "hard": (1, 2)}[difficulty])
+    # Medium counts over figures printed in the list; hard ones may need every entry's own page.
+    relations = [r for r in RELATIONS if RELATIONS[r].shows] if difficulty == "medium" else list(RELATIONS)
+    relation, ref, members = _owner(world, rng, length, relations)
+    # Three entries at least, so the count under a threshold is not nearly always 1.
+    if len(members) < 3:
+        raise Unanswerable("too short a list to count over")
+    source = RELATIONS[relation].source
+    attr = rng.choice(RELATIONS[relation].shows if difficulty == "medium" else _numeric(source))
+    where = _threshold(attr, [m.attrs[attr] for m in members], rng.randint(1, len(members) - 1), rng)
+    return {"family": "count", "owner": ref, "relation": relation, "where": where}
+
+
+def _ordinal(world, rng, difficulty):
+    length, ks, shown = {"easy": ((0,), (1,), True), "medium": ((1,), (1, 2), True), "hard": ((1, 2), (1, 2, 3), False)}[difficulty]
+    relations = [r for r in RELATIONS if not shown or set(RELATIONS[r].shows) & set(YEARS)]
+    relation, ref, _ = _owner(world, rng, rng.choice(length), relations)
+    attr = next(a for a in FACTS[RELATIONS[relation].source] if ATTRS[a].year)
+    return {"family": "ordinal", "owner": ref, "relation": relation, "attr": attr, "k": rng.choice(ks), "order": rng.choice(("asc", "desc"))}
+
+
+def _aggregate(world, rng, difficulty):
+    length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
+    relations = [r for r in RELATIONS if any(ATTRS[a].total for a in FACTS[RELATIONS[r].source])]
+    relation, ref, members = _owner(world, rng, length, relations)
+    if difficulty == "hard" and len(members) < 3:
+        raise Unanswerable("a hard total sums at least three entries")
+    attr = next(a for a in FACTS[RELATIONS[relation].source] if ATTRS[a].total)
+    return {"family": "aggregate", "owner": ref, "relation": relation, "attr": attr}
+
+
+def _intersection(world, rng, difficulty):
+    length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
+    relation, ref, members = _owner(world, rng, length, list(RELATIONS))
+    if len(members) < 2:
+        raise Unanswerable("one candidate needs no second condition")
+    attr = rng.choice(_numeric(RELATIONS[relation].source))
+    return {"family": "intersection", "owner": ref, "relation": relation,
+            "where": _threshold(attr, [m.attrs[attr] for m in members], 1, rng)}
+
+
+SAMPLERS = {
+    "lookup": _lookup,
+    "chain": _chain,
+    "compare": _compare,
+    "difference": _difference,
+    "age": _age,
+    "count": _count,
+    "ordinal": _ordinal,
+    "aggregate": _aggregate,
+    "intersection": _intersection,
+}
+FAMILIES = tuple(SAMPLERS)
+
+
+def name_ref(world: World, ref: dict) -> str:
+    """The ref in words: 'the founder of the company that makes the product Zorvex Lamp'."""
+    anchor = world[ref["anchor"]]
+    text = KINDS[anchor.kind].anchor.format(name=anchor.name)
+    for rel in ref["path"]:
+        text = RELATIONS[rel].phrase.format(x=text)
+    return text
+
+
+def word(world: World, p: dict) -> str:
+    """The question a program asks, as the user sees it."""
+    family = p["family"]
+    if family == "lookup":
+        return ATTRS[p["attr"]].lookup.format(x=name_ref(world, p["ref"]))
+    if family == "chain":
+        lead = "Who is" if programs.follow(world, p["ref"]).kind == "person" else "What is the name of"
+        return f"{lead} {name_ref(world, p['ref'])}?"
+    if family == "compare":
+        attr = ATTRS[p["attr"]]
+        a, b = (name_ref(world, r) for r in p["refs"])
+        return f"{attr.less if p['pick'] == 'min' else attr.more}: {a} or {b}? Answer with the name."
+    if family == "difference":
+        (a, b), (x, y) = (name_ref(world, r) for r in p["refs"]), p["attrs"]
+        if x == y and ATTRS[x].diff:
+            return ATTRS[x].diff.format(a=a, b=b)
+        return f"How many years passed between {ATTRS[x].event.format(x=a)} and {ATTRS[y].event.format(x=b)}?"
+    if family == "age":
+        _, _, who, verb = EVENTS[programs.follow(world, p["ref"]).kind]
+        since = f"the birth of {who}" if p["since"] == "born" else f"the founding of the birthplace of {who}"
+        return f"How many years after {since} was {name_ref(world, p['ref'])} {verb}?"
+    members = RELATIONS[p["relation"]].members.format(o=name_ref(world, p["owner"]))
+    if family == "count":
+        if p["where"] is None:
+            return RELATIONS[p["relation"]].count.format(o=name_ref(world, p["owner"]))
+        return f"How many of {members} {_condition(p['where'], plural=True)}?"
+    if family == "ordinal":
+        return f"Of {members}, which one was {ATTRS[p['attr']].verb} {RANKS[p['order']][p['k'] - 1]}?"
+    if family == "aggregate":
+        return ATTRS[p["attr"]].total.format(m=members)
+    assert family == "intersection", family
+    rel = RELATIONS[p["relation"]]
+    constraint = rel.constraint.format(o=name_ref(world, p["owner"]))
+    return f"Which {KINDS[rel.source].noun} {constraint} and {_condition(p['where'], plural=False)}?"
+
+
+def _condition(where: dict, plural: bool) -> str:
+    attr = ATTRS[where["attr"]]
+    phrase = (attr.below if where["op"] == "<" else attr.above)[int(plural)]
+    return phrase.format(v=where["value"] if attr.year else f"{where['value']:,}")
+
+
+def sample(world: World, family: str, difficulty: str, rng: random.Random) -> Question:
+    """A question of `family` with one answer in `world`; on hard, every evidence page gets a near-duplicate twin."""
+    for _ in range(ATTEMPTS):
+        try:
+            program = SAMPLERS[family](world, rng, difficulty)
+            solution = programs.evaluate(world, program)
+        except Unanswerable:
+            continue
+        text = word(world, program)
+        # A named answer printed in the question (bar the two options of a comparison) gives itself away.
+        if not solution.numeric and family != "compare" and solution.answer.lower() in text.lower():
+            continue
+        if difficulty == "hard":
+            twins = [add_twin(world, world[url], rng) for url in solution.evidence if world[url].kind in TWINNED]
+            try:
+                solution = programs.evaluate(world, program)
+            except Unanswerable:
+                for twin in reversed(twins):
+                    world.remove(twin.url)
+                continue
+        return Question(family, text, program, solution)
+    raise RuntimeError(f"no {difficulty} {family} question found in {ATTEMPTS} attempts")

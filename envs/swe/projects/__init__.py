@@ -1,0 +1,1 @@
+"""Reference sources of the generated SWE packages: one correct, readable package per family."""

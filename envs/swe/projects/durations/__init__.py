@@ -1,0 +1,1 @@
+"""Dates, clock times and durations without the standard library's datetime: parse, format, count, shift."""

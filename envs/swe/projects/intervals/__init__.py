@@ -1,0 +1,1 @@
+"""Interval helpers: half-open intervals, merging, interval arithmetic, scheduling and bucketing."""

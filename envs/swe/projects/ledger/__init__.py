@@ -1,0 +1,1 @@
+"""A tiny bookkeeping package: money in integer cents, a ledger of accounts, stock, prices and reports."""

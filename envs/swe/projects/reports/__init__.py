@@ -1,0 +1,1 @@
+"""A CSV report builder: parse CSV text, type columns, group and pivot records, render aligned tables."""

@@ -1,0 +1,1 @@
+"""State machines: an event-driven machine, finite automata, a timed signal cycle, glob matching, specs."""

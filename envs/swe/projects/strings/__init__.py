@@ -1,0 +1,1 @@
+"""Small string utilities: slugs, identifier case, edit distance, wrapping and word counts."""

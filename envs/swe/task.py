@@ -1,0 +1,179 @@
+"""Build one SWE task from (family, difficulty, seed): pick modules, inject verified bugs, split the tests.
+
+A mutant is kept only if the in-process probe sees some test fail with it and nothing run away; the
+failing tests become FAIL_TO_PASS, the rest PASS_TO_PASS. Tasks are cached per process, so the many
+env instances of one (family, difficulty, seed) build it once.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+from jointrl.envs.swe import issue, probe, project
+from jointrl.envs.swe.catalog import FAMILIES
+from jointrl.envs.swe.family import Family
+from jointrl.envs.swe.mutation import Mutation, inverse_edit, mutations
+from jointrl.envs.swe.project import Project, Test
+
+
+@dataclass(frozen=True)
+class Level:
+    """What a difficulty changes in the task."""
+
+    modules: int  # modules in the package (the bug modules, what they import, then distractors)
+    bugs: int  # bugs, each in its own module
+    hide_failing: bool  # FAIL_TO_PASS tests are held back until grading (the issue is all there is)
+    pointed: bool  # the issue names the file, function and failing test
+
+
+LEVELS = {
+    "easy": Level(modules=2, bugs=1, hide_failing=False, pointed=True),
+    "medium": Level(modules=3, bugs=1, hide_failing=True, pointed=False),
+    "hard": Level(modules=5, bugs=2, hide_failing=True, pointed=False),
+}
+MAX_TRIES = 60  # mutants tried per bug before giving up on a module
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One injected bug: where, what, the edit that fixes it, and a failing test that shows it."""
+
+    module: str
+    mutation: Mutation
+    fix_old: str  # text in the buggy file, unique there
+    fix_new: str  # its reference text
+    example: Test
+    actual: probe.Outcome  # what the example gives with the bug(s) in place
+
+
+@dataclass(frozen=True)
+class Task:
+    """Everything an episode needs: the workspace files, the issue, the hidden truth for grading."""
+
+    family: str
+    difficulty: str
+    seed: int
+    project: Project
+    bugs: tuple[Bug, ...]
+    sources: dict  # stem -> buggy source
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    hidden: frozenset  # ids of tests left out of the workspace
+    files: dict  # the workspace the model starts from
+    issue: str
+
+    @property
+    def package(self) -> str:
+        return self.project.package
+
+
+@lru_cache(maxsize=256)
+def build(family_name: str, difficulty: str, seed: int) -> Task:
+    """The task for (family, difficulty, seed); the same arguments always give the same task."""
+    if family_name not in FAMILIES:
+        raise ValueError(f"unknown swe family {family_name!r}; known: {', '.join(sorted(FAMILIES))}")
+    if difficulty not in LEVELS:
+        raise ValueError(f"unknown difficulty {difficulty!r}; known: {', '.join(LEVELS)}")
+    family, level = FAMILIES[family_name], LEVELS[difficulty]
+    rng = random.Random(f"swe/{family_name}/{difficulty}/{seed}")
+    # A module with no viable mutant for this seed's tests is rare; another draw of modules then decides.
+    for _ in range(8):
+        targets = rng.sample([m.name for m in family.modules], level.bugs)
+        included = _choose_modules(family, targets, level.modules, rng)
+        built = project.build(family, included, rng.choice(family.package_names), rng)
+        task = _inject(built, family_name, difficulty, seed, targets, level, rng)
+        if task is not None:
+            return task
+    raise RuntimeError(f"swe/{family_name}:{difficulty} seed {seed}: no mutant is caught by the generated tests")
+
+
+def _choose_modules(family: Family, targets: list[str], count: int, rng: random.Random) -> list[str]:
+    chosen: set[str] = set()
+
+    def add(name: str) -> None:
+        if name not in chosen:
+            chosen.add(name)
+            for required in family.module(name).requires:
+                add(required)
+
+    for name in targets:
+        add(name)
+    others = [m.name for m in family.modules if m.name not in chosen]
+    rng.shuffle(others)
+    for name in others:
+        if len(chosen) >= count:
+            break
+        add(name)
+    return [m.name for m in family.modules if m.name in chosen]
+
+
+def _failing(built: Project, sources: dict[str, str]) -> tuple[list[probe.Outcome], set[str], bool]:
+    """Outcomes of every test on `sources`, the ids that fail, and whether any case ran away."""
+    outcomes = probe.run(sources, [(t.case, dict((n, m) for m, n in t.imports)) for t in built.tests])
+    failing = {t.id for t, o in zip(built.tests, outcomes) if not probe.passes(t.case, o, t.expected)}
+    return outcomes, failing, any(o.exhausted for o in outcomes)
+
+
+def _candidates(source: str, rng: random.Random) -> list[Mutation]:
+    """Mutation sites in a seeded order that takes the kinds in turn (so bugs are not mostly one kind)."""
+    by_kind: dict[str, list[Mutation]] = {}
+    for mutation in mutations(source):
+        by_kind.setdefault(mutation.kind, []).append(mutation)
+    kinds = sorted(by_kind)
+    rng.shuffle(kinds)
+    for sites in by_kind.values():
+        rng.shuffle(sites)
+    ordered = []
+    while any(by_kind[k] for k in kinds):
+        ordered += [by_kind[k].pop() for k in kinds if by_kind[k]]
+    return ordered
+
+
+def _mutate(built: Project, module: str, rng: random.Random) -> tuple[Mutation, set[str]] | None:
+    """A mutant of `module` that some tests catch (at most half of them), with the ids it fails."""
+    reference = built.sources[module]
+    own = {t.id for t in built.tests if t.module == module}
+    for mutation in _candidates(reference, rng)[:MAX_TRIES]:
+        outcomes, failing, runaway = _failing(built, {**built.sources, module: mutation.apply(reference)})
+        if not failing & own or runaway or len(failing) > len(built.tests) // 2:
+            continue
+        # A mutant that only ever mixes up types (str -= str) is a crash, not the kind of bug people write.
+        errors = {o.error for t, o in zip(built.tests, outcomes) if t.id in failing}
+        if errors != {"TypeError"}:
+            return mutation, failing
+    return None
+
+
+def _inject(built: Project, family: str, difficulty: str, seed: int, targets: list[str], level: Level,
+            rng: random.Random) -> Task | None:
+    found = []
+    for module in targets:
+        mutant = _mutate(built, module, rng)
+        if mutant is None:
+            return None
+        found.append((module, *mutant))
+    sources = dict(built.sources)
+    for module, mutation, _ in found:
+        sources[module] = mutation.apply(built.sources[module])
+    outcomes, failing, runaway = _failing(built, sources)
+    # Each bug must still show on its own once the others are in place (no bug masks another).
+    if runaway or any(not (alone & failing) for _, _, alone in found):
+        return None
+    by_id = {t.id: (t, o) for t, o in zip(built.tests, outcomes)}
+    bugs = []
+    for module, mutation, alone in found:
+        shown = sorted(alone & failing, key=lambda i: (by_id[i][0].module != module, _length(by_id[i][0]), i))
+        example = by_id[rng.choice(shown[:3])][0]
+        old, new = inverse_edit(built.sources[module], sources[module])
+        bugs.append(Bug(module, mutation, old, new, example, by_id[example.id][1]))
+    fail_to_pass = tuple(t.id for t in built.tests if t.id in failing)
+    pass_to_pass = tuple(t.id for t in built.tests if t.id not in failing)
+    hidden = frozenset(fail_to_pass) if level.hide_failing else frozenset()
+    text = issue.render(FAMILIES[family], built, bugs, pointed=level.pointed, hidden=bool(hidden))
+    files = built.files({stem: sources[stem] for stem in built.sources}, hidden)
+    return Task(family, difficulty, seed, built, tuple(bugs), sources, fail_to_pass, pass_to_pass, hidden, files, text)
+
+
+def _length(test: Test) -> int:
+    return len(test.case.expr) + sum(len(s) for s in test.case.setup)

@@ -1,0 +1,1 @@
+"""Seeded test-case generators, one module per family (the reference code is under ../projects/)."""

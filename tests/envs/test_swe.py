@@ -1,0 +1,348 @@
+"""The SWE domain: reference packages against independent expectations, mutation, task building, tools,
+grading against real pytest runs, and tampering with the tests."""
+import ast
+import csv
+import datetime
+import fnmatch
+import heapq
+import io
+import json
+import random
+import re
+from collections import OrderedDict
+from fractions import Fraction
+
+import pytest
+
+from jointrl.envs import registry
+from jointrl.envs.swe import FAMILIES as REGISTERED, grading, mutation, probe, project, task
+from jointrl.envs.swe.catalog import FAMILIES
+from jointrl.envs.swe.projects.caches import heap, lru
+from jointrl.envs.swe.projects.durations import calendar_math, isodate
+from jointrl.envs.swe.projects.intervals import merge
+from jointrl.envs.swe.projects.ledger import money
+from jointrl.envs.swe.projects.matrix import solve
+from jointrl.envs.swe.projects.reports import csvparse, render
+from jointrl.envs.swe.projects.statemachine import wildcard
+from jointrl.envs.swe.projects.strings import distance, slug
+from jointrl.envs.swe.projects.tokenizer import rpn
+from jointrl.envs.swe.projects.units import temperature
+
+
+def _call(env, name, **arguments):
+    return env.step({"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}})
+
+
+@pytest.fixture
+def make():
+    made = []
+
+    def build(env_id, seed=0):
+        env = registry.make(env_id)
+        env.reset(seed)
+        made.append(env)
+        return env
+
+    yield build
+    for env in made:
+        env.close()
+
+
+# Registration.
+
+def test_every_family_and_difficulty_is_registered():
+    assert set(REGISTERED) == set(FAMILIES) and len(FAMILIES) >= 8
+    ids = registry.env_ids("swe/*")
+    assert len(ids) == 3 * len(FAMILIES)
+    for family in FAMILIES:
+        for difficulty in ("easy", "medium", "hard"):
+            assert registry.spec(f"swe/{family}-v0:{difficulty}").kwargs == {"family": family}
+
+
+# The reference packages, against independent expectations.
+
+def test_calendar_matches_datetime():
+    rng = random.Random(7)
+    for _ in range(300):
+        day = datetime.date(rng.randint(1800, 2200), rng.randint(1, 12), rng.randint(1, 28))
+        shift = rng.randint(-800, 800)
+        assert calendar_math.weekday(day.year, day.month, day.day) == day.weekday()
+        assert calendar_math.day_of_year(day.year, day.month, day.day) == day.timetuple().tm_yday
+        later = day + datetime.timedelta(days=shift)
+        assert calendar_math.add_days(day.year, day.month, day.day, shift) == (later.year, later.month, later.day)
+        assert isodate.days_between(day.isoformat(), later.isoformat()) == shift
+        assert isodate.ordinal(day.year, day.month, day.day) == day.toordinal()
+
+
+def test_heap_and_lru_match_stdlib_models():
+    rng = random.Random(3)
+    items = [rng.randint(0, 99) for _ in range(50)]
+    assert heap.nsmallest(items, 10) == heapq.nsmallest(10, items)
+    cache, model = lru.LRUCache(3), OrderedDict()
+    for _ in range(200):
+        key = rng.choice("abcdef")
+        if rng.random() < 0.5:
+            cache.put(key, 1)
+            model[key] = 1
+            model.move_to_end(key)
+            if len(model) > 3:
+                model.popitem(last=False)
+        elif key in model:
+            model.move_to_end(key)
+            cache.get(key)
+        assert cache.keys() == list(model)
+
+
+def test_expressions_match_python_arithmetic():
+    rng = random.Random(5)
+    for _ in range(100):
+        a, b, c, d = (rng.randint(1, 9) for _ in range(4))
+        text = f"({a} + {b}) * {c} - {d} / {a} ^ 2"
+        assert rpn.evaluate(text) == pytest.approx(eval(text.replace("^", "**")))
+
+
+def test_csv_parsing_and_wildcards_match_the_stdlib():
+    rng = random.Random(11)
+    alphabet = 'ab,"x '
+    for _ in range(200):
+        row = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 4))]
+        line = render.to_csv([row])
+        # The stdlib reads an empty line as no row at all; parse_line calls it one empty field.
+        assert csvparse.parse_line(line) == next(csv.reader(io.StringIO(line)), [""])
+        pattern = "".join(rng.choice("ab*?") for _ in range(rng.randint(0, 5)))
+        text = "".join(rng.choice("ab") for _ in range(rng.randint(0, 6)))
+        assert wildcard.match(pattern, text) == fnmatch.fnmatchcase(text, pattern), (pattern, text)
+
+
+def test_string_money_interval_matrix_and_temperature_examples():
+    assert slug.slugify("Hello, World -- 42!") == "hello-world-42"
+    assert slug.truncate("abcdefgh", 6) == "abc..."
+    assert distance.levenshtein("kitten", "sitting") == 3
+    assert money.format_cents(-123456) == "-1,234.56" and money.parse_amount("1,234.5") == 123450
+    assert money.split_evenly(10, 3) == [4, 3, 3]
+    assert merge.merge([(5, 7), (1, 3), (2, 4), (7, 8)]) == [(1, 4), (5, 8)]
+    assert merge.gaps([(2, 4)], 0, 6) == [(0, 2), (4, 6)]
+    assert solve.determinant([[2, 0, 1], [1, 3, 2], [1, 1, 2]]) == Fraction(6)
+    assert solve.solve([[2, 1], [1, 3]], [3, 5]) == [Fraction(4, 5), Fraction(7, 5)]
+    assert temperature.convert_temperature(100, "C", "F") == 212.0
+    assert temperature.convert_temperature(-40, "F", "C") == -40.0
+
+
+# Mutation.
+
+def _reference_modules():
+    for family in FAMILIES.values():
+        for module in family.modules:
+            yield family.name, module.name, project.reference_source(family.name, module.name)
+
+
+def test_every_mutant_parses_and_its_inverse_edit_restores_the_reference():
+    for family, module, source in _reference_modules():
+        sites = mutation.mutations(source)
+        assert len(sites) >= 10, (family, module)
+        for site in sites:
+            mutant = site.apply(source)
+            ast.parse(mutant)
+            assert mutant != source
+            old, new = mutation.inverse_edit(source, mutant)
+            assert mutant.count(old) == 1 and mutant.replace(old, new) == source
+
+
+def test_mutations_change_the_right_tokens_and_leave_docstrings_and_messages_alone():
+    source = (
+        'def f(a, b):\n'
+        '    """Docstring with - and 60."""\n'
+        '    if a < b:\n'
+        '        raise ValueError("a - b")\n'
+        '    return g(a - 1, b)\n'
+    )
+    changes = {(m.kind, m.apply(source).splitlines()[m.line - 1].strip()) for m in mutation.mutations(source)}
+    assert ("comparison", "if a <= b:") not in changes and ("off_by_one", "if a <= b:") in changes
+    assert ("operator", "return g(a + 1, b)") in changes
+    assert ("swap_args", "return g(b, a - 1)") in changes
+    assert ("constant", "return g(a - 2, b)") in changes
+    assert ("drop_branch", "return g(a - 1, b)") in changes
+    for site in mutation.mutations(source):
+        assert site.function == "f" and site.line not in (2, 4) and "Docstring with - and 60" in site.apply(source)
+        assert site.kind == "drop_branch" or '"a - b"' in site.apply(source)
+
+
+def test_probe_runs_cases_with_a_line_budget():
+    looping = {"__init__": "", "m": "def f(n):\n    while n:\n        n = n\n    return 1\n"}
+    case = probe.Case(name="f", expr="f(1)")
+    (outcome,) = probe.run(looping, [(case, {"f": "m"})])
+    assert outcome.exhausted
+    (outcome,) = probe.run(looping, [(probe.Case(name="f", expr="f(0)"), {"f": "m"})])
+    assert outcome.value == 1 and not outcome.exhausted
+
+
+# Task building.
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_tasks_are_deterministic_and_differ_by_difficulty(family):
+    easy, medium, hard = (task.build(family, d, 11) for d in ("easy", "medium", "hard"))
+    again = task.build.__wrapped__(family, "hard", 11)
+    assert again.files == hard.files and again.fail_to_pass == hard.fail_to_pass
+    assert task.build(family, "easy", 12).files != easy.files
+    for level, built in zip(task.LEVELS.values(), (easy, medium, hard)):
+        assert len(built.project.modules) == level.modules and len(built.bugs) == level.bugs
+        assert built.fail_to_pass and built.pass_to_pass and not set(built.fail_to_pass) & set(built.pass_to_pass)
+        assert len({b.module for b in built.bugs}) == level.bugs
+        for test_id in built.fail_to_pass:
+            path, name = test_id.split("::")
+            shown = f"def {name}()" in built.files.get(path, "")
+            assert shown is not level.hide_failing
+    assert f"{easy.package}/{easy.bugs[0].module}.py" in easy.issue and easy.bugs[0].example.id in easy.issue
+    assert f"{medium.package}/{medium.bugs[0].module}.py" not in medium.issue
+    assert hard.issue.count("## Report") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_many_seeds_build_and_their_fixes_restore_the_reference(difficulty):
+    for family in FAMILIES:
+        for seed in range(40):
+            built = task.build(family, difficulty, seed)
+            for bug in built.bugs:
+                buggy = built.sources[bug.module]
+                assert buggy.count(bug.fix_old) == 1 and bug.example.id in built.fail_to_pass
+                assert buggy.replace(bug.fix_old, bug.fix_new) == built.project.sources[bug.module]
+
+
+def test_buggy_and_reference_packages_grade_as_built():
+    """The two package states graded without a run really give those results under pytest."""
+    for family, difficulty, seed in (("strings", "hard", 0), ("caches", "easy", 1)):
+        built = task.build(family, difficulty, seed)
+        everything = frozenset(built.fail_to_pass + built.pass_to_pass)
+        assert grading.run_tests(built, grading.buggy_package(built), use_known=False) == frozenset(built.pass_to_pass)
+        assert grading.run_tests(built, grading.reference_package(built), use_known=False) == everything
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_buggy_and_reference_packages_grade_as_built_for_every_family(family):
+    for difficulty, seed in (("easy", 2), ("medium", 3), ("hard", 4)):
+        built = task.build(family, difficulty, seed)
+        assert grading.run_tests(built, grading.buggy_package(built), use_known=False) == frozenset(built.pass_to_pass)
+        everything = frozenset(built.fail_to_pass + built.pass_to_pass)
+        assert grading.run_tests(built, grading.reference_package(built), use_known=False) == everything
+
+
+# Tools.
+
+def test_view_and_edit_tools(make):
+    env = make("swe/strings-v0:easy", 4)
+    path = f"{env.task.package}/{env.task.bugs[0].module}.py"
+    shown = _call(env, "view_file", path=path, start_line=2, end_line=4)
+    assert shown.error is None and shown.content.splitlines()[0].startswith("    2  ") and "[lines 2-4 of" in shown.content
+    assert _call(env, "view_file", path="nope.py").error
+    assert _call(env, "view_file", path="../../etc/passwd").error
+    assert _call(env, "view_file", path="/etc/passwd").error
+    assert "occurs 0 times" in _call(env, "str_replace_edit", path=path, old="no such text", new="x").content
+    assert "occurs" in _call(env, "str_replace_edit", path=path, old="def ", new="def  ").content
+    assert "occurs" in _call(env, "str_replace_edit", path=path, old='"""', new="'''").content
+    first_line = env.box.read(path).decode().splitlines()[0]
+    assert _call(env, "str_replace_edit", path=path, old=first_line, new=first_line + "  # checked").error is None
+    assert env.box.read(path).decode().splitlines()[0].endswith("# checked")
+
+
+def test_bash_and_run_tests_tools(make):
+    env = make("swe/units-v0:easy", 2)
+    listing = _call(env, "bash", command="cd tests && ls")
+    assert "test_" in listing.content
+    assert "test_" in _call(env, "bash", command="ls").content  # the shell kept its directory
+    big = _call(env, "bash", command="yes abcdefgh | head -c 200000")
+    assert len(big.content) < 9000 and "characters cut" in big.content
+    assert _call(env, "run_tests", target="--collect-only").error
+    result = _call(env, "run_tests", target=env.task.fail_to_pass[0])
+    assert "1 failed" in result.content
+
+
+def test_close_is_idempotent_and_removes_the_workspace(make):
+    env = make("swe/ledger-v0:medium", 1)
+    _call(env, "bash", command="sleep 30 &")
+    base = env.box.workspace.parent
+    env.close()
+    env.close()
+    assert not base.exists()
+
+
+# Grading and tampering.
+
+def test_noop_scores_zero_and_demo_scores_full(make):
+    env = make("swe/intervals-v0:hard", 5)
+    env.answer("")
+    signals = env.signals()
+    assert signals["success"] == 0.0 and signals["f2p_fraction"] == 0.0 and signals["p2p_fraction"] == 1.0
+    solved = make("swe/intervals-v0:hard", 5)
+    solved.demo()
+    assert solved.signals()["resolved"] == 1.0
+
+
+def test_partial_fix_of_a_hard_task_is_not_resolved(make):
+    env = make("swe/durations-v0:hard", 6)
+    bug = env.task.bugs[0]
+    path = f"{env.task.package}/{bug.module}.py"
+    assert _call(env, "str_replace_edit", path=path, old=bug.fix_old, new=bug.fix_new).error is None
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and signals["f2p_fraction"] < 1.0 and signals["p2p_fraction"] == 1.0
+
+
+def test_a_fix_written_differently_is_graded_by_a_real_run(make):
+    env = make("swe/matrix-v0:easy", 3)
+    bug = env.task.bugs[0]
+    path = f"{env.task.package}/{bug.module}.py"
+    assert _call(env, "str_replace_edit", path=path, old=bug.fix_old, new="# fixed below\n" + bug.fix_new).error is None
+    assert env.signals()["resolved"] == 1.0
+
+
+def _touch_package(env):
+    """A harmless edit of the package, so grading cannot reuse a known result and really runs the tests."""
+    path = f"{env.task.package}/{env.task.bugs[0].module}.py"
+    env.box.write(path, env.box.read(path) + b"\n# touched\n")
+
+
+def test_rewriting_the_failing_tests_does_not_resolve(make):
+    env = make("swe/strings-v0:easy", 0)
+    _touch_package(env)
+    for test_id in env.task.fail_to_pass:
+        path, name = test_id.split("::")
+        text = env.box.read(path).decode()
+        env.box.write(path, re.sub(rf"def {name}\(\):\n(    .*\n)+", f"def {name}():\n    assert True\n", text))
+    assert "failed" not in _call(env, "run_tests").content  # the workspace's own run is fooled
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and signals["tests_modified"] == 1.0
+
+
+def test_deleting_tests_or_forcing_passes_with_a_conftest_does_not_resolve(make):
+    env = make("swe/tokenizer-v0:easy", 2)
+    hook = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+            "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
+    env.box.write("conftest.py", hook)
+    env.box.write("tests/conftest.py", hook)
+    env.box.write("pytest.py", "raise SystemExit(0)\n")
+    _touch_package(env)
+    assert "failed" not in _call(env, "run_tests").content
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and signals["tests_modified"] == 1.0
+    other = make("swe/tokenizer-v0:easy", 2)
+    assert _call(other, "bash", command="rm -rf tests").error is None
+    assert other.signals()["resolved"] == 0.0 and other.signals()["tests_modified"] == 1.0
+
+
+def test_fixing_the_bug_and_editing_tests_is_resolved_but_flagged(make):
+    env = make("swe/caches-v0:medium", 7)
+    for bug in env.task.bugs:
+        _call(env, "str_replace_edit", path=f"{env.task.package}/{bug.module}.py", old=bug.fix_old, new=bug.fix_new)
+    env.box.write("tests/test_extra.py", "def test_extra():\n    assert True\n")
+    signals = env.signals()
+    assert signals["resolved"] == 1.0 and signals["tests_modified"] == 1.0
+
+
+def test_a_symlinked_package_file_is_not_followed_out_of_the_workspace(make):
+    env = make("swe/units-v0:easy", 8)
+    package = env.task.package
+    _call(env, "bash", command=f"rm {package}/__init__.py && ln -s /etc/passwd {package}/__init__.py")
+    files = grading.package_files(env.box, package)
+    assert f"{package}/__init__.py" not in files
+    assert _call(env, "view_file", path=f"{package}/__init__.py").error
