@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -19,9 +20,7 @@ def list_envs(args: argparse.Namespace) -> int:
     ids = registry.env_ids(args.glob)
     if not ids:
         raise ValueError(f"no env id matches {args.glob!r}")
-    table = Table(title=f"{len(ids)} environments", show_lines=False)
-    for column in ("id", "domain", "tools", "tier", "description"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for env_id in ids:
         spec = registry.spec(env_id)
         env = registry.make(env_id)
@@ -29,7 +28,16 @@ def list_envs(args: argparse.Namespace) -> int:
             tools = ", ".join(t["function"]["name"] for t in env.tool_specs()) or "-"
         finally:
             env.close()
-        table.add_row(env_id, spec.domain, tools, spec.default_tier, spec.description)
+        rows.append((env_id, spec.domain, tools, spec.default_tier, spec.description))
+    if not sys.stdout.isatty():
+        # Piped output stays one line per env, tab-separated, for grep and scripts.
+        print("\n".join("\t".join(row) for row in rows))
+        return 0
+    table = Table(title=f"{len(ids)} environments", show_lines=False)
+    for column in ("id", "domain", "tools", "tier", "description"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     Console(soft_wrap=True).print(table)
     return 0
 
