@@ -27,7 +27,7 @@ from jointrl.kernels.mxfp4 import (
     SCALE_BIAS,
     dequantize_mxfp4,
     e8m0_to_float,
-    mxfp4_matmul,
+    mxfp4_grouped_matmul,
     unpack_nibbles,
 )
 
@@ -150,17 +150,9 @@ class MXFP4Experts(nn.Module):
             raise ValueError(
                 f"counts must hold {self.n_experts} non-negative sizes summing to {x_sorted.shape[0]} rows, got {sizes}"
             )
-        out = torch.empty_like(x_sorted)  # [M, D]
-        start = 0
-        for e, n in enumerate(sizes):
-            if n == 0:
-                continue
-            rows = x_sorted[start : start + n]  # [n, D]
-            gate = mxfp4_matmul(rows, self.gate_proj_blocks[e], self.gate_proj_scales[e])  # [n, F]
-            up = mxfp4_matmul(rows, self.up_proj_blocks[e], self.up_proj_scales[e])  # [n, F]
-            out[start : start + n] = mxfp4_matmul(F.silu(gate) * up, self.down_proj_blocks[e], self.down_proj_scales[e])
-            start += n
-        return out
+        gate = mxfp4_grouped_matmul(x_sorted, counts, self.gate_proj_blocks, self.gate_proj_scales)  # [M, F]
+        up = mxfp4_grouped_matmul(x_sorted, counts, self.up_proj_blocks, self.up_proj_scales)  # [M, F]
+        return mxfp4_grouped_matmul(F.silu(gate) * up, counts, self.down_proj_blocks, self.down_proj_scales)  # [M, D]
 
     def extra_repr(self) -> str:
         return f"n_experts={self.n_experts}, dim={self.dim}, hidden={self.hidden}, format=mxfp4"

@@ -13,11 +13,13 @@ from jointrl.kernels.mxfp4.naive import (
     BLOCK_SIZE,
     E2M1_VALUES,
     SCALE_BIAS,
+    check_matmul,
     check_mxfp4,
     dequantize_mxfp4,
     e8m0_to_float,
     unpack_nibbles,
 )
+
 
 def mxfp4_matmul(
     x: torch.Tensor, blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
@@ -26,13 +28,26 @@ def mxfp4_matmul(
     return select_ops(__name__, naive, x).mxfp4_matmul(x, blocks, scales, bias)
 
 
+def mxfp4_grouped_matmul(
+    x_sorted: torch.Tensor,
+    counts: torch.Tensor,
+    blocks: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Rows of x_sorted [M, K] grouped by counts [E], each times its expert's weight [E, N, B, 16] -> [M, N]."""
+    return select_ops(__name__, naive, x_sorted).mxfp4_grouped_matmul(x_sorted, counts, blocks, scales, bias)
+
+
 __all__ = [
     "BLOCK_SIZE",
     "E2M1_VALUES",
     "SCALE_BIAS",
+    "check_matmul",
     "check_mxfp4",
     "dequantize_mxfp4",
     "e8m0_to_float",
+    "mxfp4_grouped_matmul",
     "mxfp4_matmul",
     "unpack_nibbles",
 ]

@@ -1,6 +1,7 @@
 """MXFP4 decoding and matmul in plain torch: the ground truth any fused MXFP4 kernel is checked against.
 
-Shape legend: N = output rows, K = contraction dim, B = K / 32 blocks per row, ... = leading dims.
+Shape legend: N = output rows, K = contraction dim, B = K / 32 blocks per row, ... = leading dims,
+E = experts, M = rows of x grouped by expert.
 
 Format (OCP Microscaling MX v1.0): each block of 32 consecutive elements along K shares one E8M0 scale
 byte s (the power of two 2^(s - 127); 0xFF is NaN), and each element is a 4-bit E2M1 code: bit 3 is the
@@ -62,18 +63,68 @@ def dequantize_mxfp4(
     return w.flatten(-2).to(dtype)  # [..., N, K]
 
 
+def check_matmul(
+    x: torch.Tensor,
+    blocks: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None,
+    counts: torch.Tensor | None = None,
+) -> None:
+    """Raise ValueError unless the arguments fit mxfp4_matmul (counts None) or mxfp4_grouped_matmul."""
+    check_mxfp4(blocks, scales)
+    grouped = counts is not None
+    if grouped and blocks.dim() != 4:
+        raise ValueError(f"mxfp4_grouped_matmul takes stacked weights [E, N, B, 16]; got {tuple(blocks.shape)}")
+    if not grouped and blocks.dim() != 3:
+        raise ValueError(f"mxfp4_matmul takes one weight, blocks [N, B, 16]; got {tuple(blocks.shape)}")
+    k = blocks.shape[-2] * BLOCK_SIZE
+    if x.dim() == 0 or x.shape[-1] != k:
+        raise ValueError(f"x has shape {tuple(x.shape)} but the MXFP4 weight contracts over a last dim K={k}")
+    bias_shape = tuple(blocks.shape[:-2])  # (N,) or (E, N)
+    if bias is not None and tuple(bias.shape) != bias_shape:
+        raise ValueError(f"bias must have shape {bias_shape}, got {tuple(bias.shape)}")
+    if grouped:
+        if x.dim() != 2:
+            raise ValueError(f"mxfp4_grouped_matmul takes x_sorted [M, K], got shape {tuple(x.shape)}")
+        if counts.dim() != 1 or counts.shape[0] != blocks.shape[0] or counts.is_floating_point():
+            raise ValueError(
+                f"counts must be an integer tensor [E={blocks.shape[0]}]; "
+                f"got {counts.dtype} of shape {tuple(counts.shape)}"
+            )
+
+
 def mxfp4_matmul(
     x: torch.Tensor, blocks: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
     """x [..., K] @ dequantize_mxfp4(blocks [N, B, 16], scales [N, B]).T (+ bias [N]) -> [..., N] in x's dtype."""
-    check_mxfp4(blocks, scales)
-    if blocks.dim() != 3:
-        raise ValueError(f"mxfp4_matmul takes one weight, blocks [N, B, 16]; got {tuple(blocks.shape)}")
-    k = blocks.shape[1] * BLOCK_SIZE
-    if x.shape[-1] != k:
-        raise ValueError(f"x has last dim {x.shape[-1]} but the MXFP4 weight contracts over K={k}")
-    if bias is not None and tuple(bias.shape) != (blocks.shape[0],):
-        raise ValueError(f"bias must have shape ({blocks.shape[0]},), got {tuple(bias.shape)}")
+    check_matmul(x, blocks, scales, bias)
     w = dequantize_mxfp4(blocks, scales, x.dtype)  # [N, K]
     out = x @ w.t()  # [..., N]
     return out if bias is None else out + bias.to(out.dtype)
+
+
+def mxfp4_grouped_matmul(
+    x_sorted: torch.Tensor,
+    counts: torch.Tensor,
+    blocks: torch.Tensor,
+    scales: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Rows of x_sorted [M, K] grouped by counts [E], each times its expert's weight [E, N, B, 16] -> [M, N]."""
+    check_matmul(x_sorted, blocks, scales, bias, counts)
+    sizes = counts.tolist()
+    if min(sizes, default=0) < 0 or sum(sizes) != x_sorted.shape[0]:
+        raise ValueError(f"counts must be non-negative and sum to the {x_sorted.shape[0]} rows of x_sorted: {sizes}")
+    outputs = []
+    start = 0
+    for e, n in enumerate(sizes):
+        if n == 0:
+            continue
+        # One expert decoded at a time, so the full-precision stack never exists at once.
+        expert_bias = None if bias is None else bias[e]
+        outputs.append(mxfp4_matmul(x_sorted[start : start + n], blocks[e], scales[e], expert_bias))  # [n, N]
+        start += n
+    if not outputs:
+        # No rows at all: a zero-row product still ties the [0, N] output to x_sorted and bias for autograd.
+        return mxfp4_matmul(x_sorted, blocks[0], scales[0], None if bias is None else bias[0])
+    return torch.cat(outputs, dim=0)  # [M, N]
