@@ -1,10 +1,8 @@
-"""MoE FFN and its dispatch ops against dense einsum references, hand-built routings and hand-computed losses."""
+"""MoE FFN against dense einsum references, hand-built routings and hand-computed losses (dispatch ops: tests/kernels)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from jointrl.kernels import moe as moe_ops
-from jointrl.kernels.moe import naive
 from jointrl.model.moe import MoE, select_experts, sequence_balance_loss
 from jointrl.model.presets import PRESETS
 
@@ -312,44 +310,3 @@ def test_bad_inputs_raise():
         MoE(PRESETS["debug"], layer_idx=0)
     with pytest.raises(ValueError, match="cannot hold n_active"):
         make_moe(n_groups=8, topk_groups=1)
-
-
-def test_permute_hand_built():
-    x = torch.arange(3.0)[:, None].repeat(1, 2)  # token n is the row [n, n]
-    ids = torch.tensor([[2, 0], [0, 2], [2, 1]])  # copies 0..5 -> experts 2, 0, 0, 2, 2, 1
-    x_sorted, order, counts = naive.permute(x, ids, 4)
-    assert order.tolist() == [1, 2, 5, 0, 3, 4]  # stable: each expert keeps copy order
-    assert counts.tolist() == [2, 1, 3, 0]
-    assert x_sorted[:, 0].tolist() == [0, 1, 2, 0, 1, 2]
-
-
-@pytest.mark.parametrize("n_tokens", [0, 1, 7], ids=["empty", "one-token", "seven-tokens"])
-def test_grouped_swiglu_and_combine_against_per_copy_loop(n_tokens):
-    e, d, f, k = 5, 6, 4, 2
-    x = torch.randn(n_tokens, d)
-    ids = torch.randint(0, e - 1, (n_tokens, k))  # expert e - 1 never chosen
-    weights = torch.rand(n_tokens, k)
-    gate, up, down = torch.randn(e, f, d), torch.randn(e, f, d), torch.randn(e, d, f)
-    x_sorted, order, counts = moe_ops.permute(x, ids, e)
-    y_sorted = moe_ops.grouped_swiglu(x_sorted, counts, gate, up, down)
-    y = moe_ops.unpermute_combine(y_sorted, order, weights)
-    ref = torch.zeros(n_tokens, d)
-    for n in range(n_tokens):
-        for j in range(k):
-            ex = ids[n, j]
-            ref[n] += weights[n, j] * (down[ex] @ (F.silu(gate[ex] @ x[n]) * (up[ex] @ x[n])))
-    assert y.shape == (n_tokens, d)
-    torch.testing.assert_close(y, ref, atol=1e-4, rtol=1e-5)
-
-
-def test_dispatch_env_override(monkeypatch):
-    x = torch.randn(2, 3)
-    ids = torch.tensor([[0], [1]])
-    monkeypatch.setenv("JOINTRL_KERNELS", "naive")
-    assert moe_ops.permute(x, ids, 2)[2].tolist() == [1, 1]
-    monkeypatch.setenv("JOINTRL_KERNELS", "triton")
-    with pytest.raises(RuntimeError, match="no Triton form"):
-        moe_ops.permute(x, ids, 2)
-    monkeypatch.setenv("JOINTRL_KERNELS", "cuda")
-    with pytest.raises(ValueError, match="JOINTRL_KERNELS='cuda'"):
-        moe_ops.permute(x, ids, 2)
