@@ -74,6 +74,34 @@ def _to_chunks(x: torch.Tensor, chunk_size: int, pad: int) -> torch.Tensor:
     return x.movedim(3, 1)
 
 
+# Largest decay (in log space) across one chunk for which the factorised intra-chunk products stay far from
+# fp32 overflow: each factor is at most exp(span) and exp(88) is the fp32 limit.
+_FACTORISE_SPAN = 60.0
+
+
+def _intra_chunk(q: torch.Tensor, k: torch.Tensor, g: torch.Tensor, causal: torch.Tensor):
+    """A[r, j] = sum_d k_r k_j exp(G_r - G_j) and M[r, j] = sum_d q_r k_j exp(G_r - G_j) on causal pairs.
+
+    When every chunk's decay span is moderate, exp(G_r - G_j) = exp(G_r - G_ref) exp(G_ref - G_j) with the
+    chunk's middle step as reference turns both into plain matmuls of [C, K] factors. Under stronger decay
+    the factors could overflow, so the exact pairwise form is used: it builds [B, H, N, C, C, K] but masks
+    the exponent before exp, keeping the upper triangle (exp(+hundreds)) from becoming inf * 0 = nan.
+    """
+    c = g.shape[-2]
+    span = (g[..., :1, :] - g[..., -1:, :]).amax() if g.numel() else g.new_zeros(())
+    if float(span.detach()) < _FACTORISE_SPAN:
+        ref = g[..., c // 2 : c // 2 + 1, :]  # [B, H, N, 1, K]
+        k_out = k * torch.exp(ref - g)  # [B, H, N, C, K]
+        a_kk = (k * torch.exp(g - ref)) @ k_out.transpose(-1, -2)  # [B, H, N, C, C]
+        m_qk = ((q * torch.exp(g - ref)) @ k_out.transpose(-1, -2)) * causal
+        return a_kk, m_qk
+    diff = g[..., :, None, :] - g[..., None, :, :]  # [B, H, N, C, C, K]
+    decay = torch.exp(diff.masked_fill(~causal[..., None], float("-inf")))
+    a_kk = torch.einsum("...rd,...rjd,...jd->...rj", k, decay, k)
+    m_qk = torch.einsum("...rd,...rjd,...jd->...rj", q, decay, k)  # upper triangle already 0
+    return a_kk, m_qk
+
+
 def chunk_kda(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -110,12 +138,8 @@ def chunk_kda(
 
     causal = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()  # [C, C], row r may see column j <= r
     strict = causal.tril(-1)
-    # exp(G_r - G_j) <= 1 on the causal pairs; masking the exponent before exp keeps the upper triangle
-    # (which can reach exp(+hundreds) under strong decay) from overflowing into inf * 0 = nan.
-    diff = g[..., :, None, :] - g[..., None, :, :]  # [B, H, N, C, C, K]
-    decay = torch.exp(diff.masked_fill(~causal[..., None], float("-inf")))
-    a_kk = torch.einsum("...rd,...rjd,...jd->...rj", k, decay, k) * strict  # [B, H, N, C, C]
-    m_qk = torch.einsum("...rd,...rjd,...jd->...rj", q, decay, k)  # [B, H, N, C, C], upper triangle already 0
+    a_kk, m_qk = _intra_chunk(q, k, g, causal)
+    a_kk = a_kk * strict  # [B, H, N, C, C]
 
     lower = torch.eye(c, device=q.device) + beta[..., None] * a_kk  # [B, H, N, C, C] unit lower-triangular
     u = torch.linalg.solve_triangular(lower, beta[..., None] * v, upper=False, unitriangular=True)  # [B, H, N, C, V]
