@@ -69,11 +69,17 @@ def _recipe_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _quickstart_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", nargs="?", default="quickstart", help="recipe file or shipped recipe name")
+def _recipe_args(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    if default is None:
+        parser.add_argument("recipe", help="recipe file or shipped recipe name")
+    else:
+        parser.add_argument("recipe", nargs="?", default=default, help="recipe file or shipped recipe name")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="settings applied on top of the recipe")
-    parser.add_argument("--conversations", type=int, default=128, help="synthetic agent chats for the cold start")
-    parser.add_argument("--max-len", type=int, default=256, help="longest training sequence in tokens")
+
+
+def _quickstart_args(parser: argparse.ArgumentParser) -> None:
+    _recipe_args(parser, default="quickstart")
+    parser.add_argument("--eval-seeds", type=int, default=2, help="held-out seeds per environment in the evaluation")
 
 
 GROUP_HELP: dict[str, str] = {
@@ -98,8 +104,14 @@ COMMANDS: list[Command] = [
     Command(("envs", "show"), "show an environment's spec, tools and prompt", _envs.show_args, "jointrl.rl.env_commands:show_env"),
     Command(("envs", "try"), "play an environment's demo; print transcript and signals", _envs.try_args, "jointrl.rl.env_commands:try_env"),
     Command(
+        ("sft",),
+        "supervised cold start on the recipe's environment demonstrations; writes a checkpoint",
+        _recipe_args,
+        "jointrl.rl.cold_start:run",
+    ),
+    Command(
         ("quickstart",),
-        "the quickstart job: tokenizer, model, supervised cold start, checkpoint, sample (CPU, minutes)",
+        "the quickstart job: demonstrations, tokenizer, cold start, checkpoint, held-out evaluation (CPU, minutes)",
         _quickstart_args,
         "jointrl.rl.quickstart:run",
     ),

@@ -382,6 +382,11 @@ class SFTConfig(Section):
     epochs: int = Field(1, ge=1, description="Passes over the demonstration set.")
     lr: float = Field(1e-4, gt=0, description="Peak learning rate of the SFT stage.")
     batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step.")
+    demos_per_env: int = Field(4, ge=0, description="Demonstrations played per env id of the mix (train seeds).")
+    max_len: int = Field(1024, gt=1, description="Longest training sequence in tokens; longer demos are cut.")
+    jsonl: list[str] = Field(
+        default_factory=list, description="Extra conversation files, one {messages, tools?, tier?} object per line."
+    )
 
 
 class TrainerConfig(Section):

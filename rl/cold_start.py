@@ -1,0 +1,90 @@
+"""`jointrl sft`: the supervised cold start of a recipe — tokenizer, demonstrations, SFT, checkpoint."""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+
+import torch
+from rich.console import Console
+
+from jointrl.model.chat import render_text
+from jointrl.model.checkpoint import save_pretrained
+from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
+from jointrl.model.tokenizer_corpus import default_corpus
+from jointrl.model.transformer import Transformer
+from jointrl.rl.config import RunConfig
+from jointrl.rl.demos import collect_demos, mix_env_ids
+from jointrl.rl.recipe import load_recipe
+from jointrl.rl.sft import Conversation, encode, read_jsonl, train_sft
+
+
+@dataclass
+class ColdStart:
+    """What the cold start produced."""
+
+    model: Transformer
+    tokenizer: JointTokenizer
+    checkpoint: Path
+    env_ids: list[str]
+    demos: int
+    losses: list[float]
+
+
+def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
+    """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it."""
+    torch.manual_seed(cfg.trainer.seed)
+    sft = cfg.trainer.sft
+    env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
+    start = time.perf_counter()
+    seeds = list(range(cfg.envs.train_seeds.start, cfg.envs.train_seeds.start + sft.demos_per_env))
+    demos: list[Conversation] = collect_demos(env_ids, seeds)
+    for path in sft.jsonl:
+        demos += read_jsonl(path)
+    if not demos:
+        raise ValueError("the cold start has no demonstrations: raise trainer.sft.demos_per_env or give trainer.sft.jsonl")
+    console.print(f"{len(demos)} demonstrations from {len(env_ids)} environments in {time.perf_counter() - start:.1f}s")
+
+    if cfg.tokenizer.path:
+        tokenizer = JointTokenizer.load(cfg.tokenizer.path)
+    else:
+        start = time.perf_counter()
+        # Environment text joins the project's own text, so tool output and prompts tokenise compactly.
+        texts = chain(default_corpus(cfg.tokenizer.seed, n_chats=cfg.tokenizer.n_samples),
+                      (render_text(d.messages, d.tools, d.tier) for d in demos))
+        tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
+        console.print(f"tokenizer: {tokenizer.vocab_size} tokens, trained in {time.perf_counter() - start:.1f}s")
+    if tokenizer.vocab_size != cfg.model.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} tokens but model.vocab_size is {cfg.model.vocab_size}")
+
+    model = Transformer(cfg.model)
+    examples = encode(tokenizer, demos, sft.max_len)
+    cut = sum(len(tokenizer.render(d.messages, d.tools, d.tier)) > sft.max_len + 1 for d in demos)
+    console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
+
+    def log(step: int, loss: float) -> None:
+        if step == 1 or step % 10 == 0:
+            console.print(f"step {step:4d}  loss {loss:.3f}")
+
+    start = time.perf_counter()
+    losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
+                       pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, log=log)
+    tail = losses[-5:]
+    console.print(f"{len(losses)} steps in {time.perf_counter() - start:.0f}s: loss {losses[0]:.3f} -> "
+                  f"{sum(tail) / len(tail):.3f} (mean of the last {len(tail)})")
+    checkpoint = save_pretrained(model, checkpoint_dir(cfg) / "sft", tokenizer=tokenizer)
+    console.print(f"checkpoint {checkpoint}")
+    return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
+
+
+def checkpoint_dir(cfg: RunConfig) -> Path:
+    """Where a run's checkpoints go."""
+    return Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else Path(cfg.tracking.run_dir) / "checkpoints"
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `jointrl sft` command."""
+    cold_start(load_recipe(args.recipe, args.overrides), Console(soft_wrap=True))
+    return 0
