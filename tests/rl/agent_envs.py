@@ -1,0 +1,99 @@
+"""Test envs for the agent loop and the rollout workers, and a debug policy that has learned to use them.
+
+This is a plain module (not a conftest) so that Ray worker processes can import it: a worker calls
+`register` through its `env_setup` entry point "tests.rl.agent_envs:register", exactly as a plugin
+registers its specs, and then resolves the entry points below by importing this module. The workers
+find the `tests` namespace package because the repository root is on their PYTHONPATH (WORKER_RUNTIME_ENV).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from jointrl.envs import registry
+from jointrl.envs.base import Action, Env, EnvSpec, tool
+from jointrl.model.chat import render_text
+from jointrl.model.presets import PRESETS
+from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
+from jointrl.model.transformer import Transformer
+from jointrl.rl.sft import Conversation, encode, train_sft
+
+WORDS = ["apple", "banana", "cherry", "grape"]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV_SETUP = f"{__name__}:register"
+# What worker actors need to import this module wherever the test run was started from.
+WORKER_RUNTIME_ENV = {
+    "env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
+}
+
+LOOKUP = "test/lookup-v0:easy"
+BROKEN = "test/broken-v0:easy"
+SLOW = "test/slow-lookup-v0:easy"  # reset takes a while: keeps a worker busy long enough to kill it mid-chunk
+HANG = "test/hang-v0:easy"  # reset blocks far beyond any deadline a test sets
+
+
+class Lookup(Env):
+    """Look a word's length up with a tool, then answer it; kwargs reset_delay_s makes reset slow."""
+
+    def _reset(self, seed):
+        time.sleep(self.kwargs.get("reset_delay_s", 0.0))
+        self.word = WORDS[seed % len(WORDS)]
+        return [{"role": "system", "content": "Use the tool."}, {"role": "user", "content": f"Length of {self.word}?"}]
+
+    @tool("length of a word", {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})
+    def length(self, word):
+        return str(len(word))
+
+    def _signals(self):
+        return {"success": float(self.final_answer == str(len(self.word)))}
+
+    def _solution(self):
+        yield Action("length", {"word": self.word}, reasoning="Ask the tool.")
+        yield Action(None, answer=str(len(self.word)), reasoning="Done.")
+
+
+class Broken(Lookup):
+    """An env whose task generator crashes on reset."""
+
+    def _reset(self, seed):
+        raise RuntimeError("generator crashed")
+
+
+SPECS = [
+    EnvSpec(id=LOOKUP, entry_point=f"{__name__}:Lookup"),
+    EnvSpec(id=BROKEN, entry_point=f"{__name__}:Broken"),
+    EnvSpec(id=SLOW, entry_point=f"{__name__}:Lookup", kwargs={"reset_delay_s": 0.6}),
+    EnvSpec(id=HANG, entry_point=f"{__name__}:Lookup", kwargs={"reset_delay_s": 3600.0}),
+]
+
+
+def register() -> None:
+    """Add the test specs to this process's registry (the driver's, or a worker's through env_setup)."""
+    for spec in SPECS:
+        registry.register(spec)
+
+
+def unregister() -> None:
+    """Drop the test specs again."""
+    for spec in SPECS:
+        registry._SPECS.pop(spec.id, None)
+
+
+def train_lookup_policy() -> tuple[Transformer, JointTokenizer]:
+    """A debug model and tokenizer fitted to the lookup demos, so greedy decoding really calls the tool and answers."""
+    conversations = []
+    for seed in range(len(WORDS)):
+        env = Lookup()
+        obs = env.reset(seed)
+        conversations.append(Conversation(obs.messages + env.demo(), obs.tools, "low"))
+    texts = [render_text(c.messages, c.tools, c.tier) for c in conversations]
+    tokenizer = train_tokenizer(texts * 20, 512)
+    torch.manual_seed(0)
+    model = Transformer(PRESETS["debug"].model_copy(update={"index_topk": 8}))
+    # Memorise the demonstrations: a handful of epochs over 32 copies is enough for greedy decoding.
+    examples = encode(tokenizer, conversations, 512) * 8
+    train_sft(model, examples, epochs=4, lr=1e-2, batch_size=4, pad_id=tokenizer.pad_id)
+    return model.eval(), tokenizer
