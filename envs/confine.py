@@ -95,11 +95,28 @@ def mount_plan(workspace: Path, limits: Limits, as_other: bool) -> list[tuple]:
         ("proc", "/proc"),
         ("tmpfs", "/tmp", limits.tmp_bytes, 0o1777),
         ("tmpfs", "/run", 1 << 16, 0o755),
+    ]
+    # An interpreter or checkout living under /tmp or /run (a CI clone, say) would vanish under the fresh
+    # tmpfs: bind those paths back, read-only, on top of it.
+    for path in _needed_paths():
+        top = Path(path).parts[1] if len(Path(path).parts) > 1 else ""
+        if top in ("tmp", "run"):
+            between = Path(path).relative_to("/" + top).parents
+            plan.extend(("dir", str(Path("/" + top) / d), 0o755) for d in reversed(between) if str(d) != ".")
+            plan.append(("ro", path, path))
+    plan += [
         ("readonly", "/run"),
         ("rw", str(workspace), INSIDE),
         ("readonly", "/"),
     ]
     return plan
+
+
+def _needed_paths() -> list[str]:
+    """The interpreter's paths plus the directory holding the jointrl packages (programs import them)."""
+    root = os.path.realpath(Path(__file__).resolve().parent.parent)
+    paths = sorted(set(_exposed_paths()) | {root})
+    return [p for p in paths if not any(p.startswith(q + "/") for q in paths if q != p)]
 
 
 def sandbox_env(extra: dict[str, str] | None = None) -> dict[str, str]:
