@@ -22,6 +22,7 @@ from jointrl.envs.episode import Episode
 from jointrl.model.chat import TOOL_CALL_ERROR_KINDS
 from jointrl.model.generate import SamplingParams
 from jointrl.model.tokenizer import JointTokenizer
+from jointrl.rl.config import RolloutConfig
 from jointrl.rl.engine import Engine, TurnRequest, TurnResult
 from jointrl.rl.trajectory import Trajectory
 
@@ -45,6 +46,15 @@ class LoopLimits:
     max_new_tokens_per_turn: int = 1024
     max_new_tokens_per_episode: int = 4096
     episode_timeout_s: float = 600.0
+
+    @classmethod
+    def from_rollout(cls, rollout: RolloutConfig) -> "LoopLimits":
+        """The limits a recipe's rollout section sets."""
+        return cls(
+            think_budgets=rollout.tiers.model_dump(), max_turns=rollout.max_turns,
+            max_new_tokens_per_turn=rollout.max_new_tokens_per_turn,
+            max_new_tokens_per_episode=rollout.max_new_tokens_per_episode, episode_timeout_s=rollout.episode_timeout_s,
+        )
 
 
 @dataclass

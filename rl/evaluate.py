@@ -26,15 +26,6 @@ class EvalSummary:
     think_tokens: dict[str, float]  # tier -> mean think tokens per episode
 
 
-def loop_limits(cfg: RunConfig) -> LoopLimits:
-    """The agent loop's limits from a recipe's rollout section."""
-    r = cfg.rollout
-    return LoopLimits(
-        think_budgets=r.tiers.model_dump(), max_turns=r.max_turns, max_new_tokens_per_turn=r.max_new_tokens_per_turn,
-        max_new_tokens_per_episode=r.max_new_tokens_per_episode, episode_timeout_s=r.episode_timeout_s,
-    )
-
-
 def evaluate(
     model: Transformer, tokenizer: JointTokenizer, cfg: RunConfig, env_ids: list[str], seeds: list[int],
     temperature: float = 0.0, max_rows: int = 32,
@@ -48,7 +39,7 @@ def evaluate(
              for i, (env_id, seed) in enumerate((e, s) for e in env_ids for s in seeds)]
     engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows, pad_id=tokenizer.pad_id)
     sampling = SamplingParams(temperature=temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k)
-    trajectories = AgentLoop(engine, tokenizer, loop_limits(cfg), sampling).run(tasks)
+    trajectories = AgentLoop(engine, tokenizer, LoopLimits.from_rollout(cfg.rollout), sampling).run(tasks)
 
     passed: dict[str, list[float]] = defaultdict(list)
     think: dict[str, list[int]] = defaultdict(list)

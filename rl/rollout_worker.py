@@ -30,17 +30,6 @@ from jointrl.rl.trajectory import Trajectory
 from jointrl.rl.weight_sync import WeightUpdate
 
 
-def loop_limits(rollout: RolloutConfig) -> LoopLimits:
-    """The agent loop's per-episode limits from the recipe's rollout section."""
-    return LoopLimits(
-        think_budgets=rollout.tiers.model_dump(),
-        max_turns=rollout.max_turns,
-        max_new_tokens_per_turn=rollout.max_new_tokens_per_turn,
-        max_new_tokens_per_episode=rollout.max_new_tokens_per_episode,
-        episode_timeout_s=rollout.episode_timeout_s,
-    )
-
-
 def sampling_params(rollout: RolloutConfig) -> SamplingParams:
     """How the workers draw tokens, from the recipe's rollout section."""
     return SamplingParams(temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k)
@@ -87,7 +76,7 @@ class RolloutWorker:
             record_routing=record_routing, generator=torch.Generator(), pad_id=tokenizer.pad_id,
         )
         self.engine.version = -1
-        self.loop = AgentLoop(self.engine, tokenizer, loop_limits(rollout), sampling_params(rollout))
+        self.loop = AgentLoop(self.engine, tokenizer, LoopLimits.from_rollout(rollout), sampling_params(rollout))
         self._expected = self._own_keys()
         self._loaded = False
 

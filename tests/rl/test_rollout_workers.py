@@ -16,11 +16,11 @@ import torch
 from jointrl.envs import registry
 from jointrl.model.mxfp4 import MXFP4Experts, quantize_experts_
 from jointrl.rl.actor_group import Placement
-from jointrl.rl.agent import AgentLoop, Task
+from jointrl.rl.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.engine import Engine
 from jointrl.rl.rollout_manager import RolloutManager
-from jointrl.rl.rollout_worker import RolloutWorker, loop_limits, sampling_params
+from jointrl.rl.rollout_worker import RolloutWorker, sampling_params
 from jointrl.rl.weight_sync import WeightSync, WeightTransport, bucketize, prepare_state
 from tests.rl.agent_envs import BROKEN, ENV_SETUP, HANG, LOOKUP, SLOW, WORKER_RUNTIME_ENV
 
@@ -76,7 +76,7 @@ def local_play(lookup_policy, tasks):
     """The same tasks through an engine and agent loop in this process."""
     model, tokenizer = lookup_policy
     engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=4, record_routing=True)
-    return AgentLoop(engine, tokenizer, loop_limits(ROLLOUT), sampling_params(ROLLOUT)).run(tasks)
+    return AgentLoop(engine, tokenizer, LoopLimits.from_rollout(ROLLOUT), sampling_params(ROLLOUT)).run(tasks)
 
 
 def test_prepare_and_bucketize_send_each_tensor_once_in_bounded_buckets(lookup_policy):
