@@ -27,7 +27,10 @@ from importlib import metadata
 from typing import Callable, Sequence
 
 from jointrl.rl import env_commands as _envs
+from jointrl.rl import eval_command as _eval
+from jointrl.rl import export_command as _export
 from jointrl.rl import model_commands as _model
+from jointrl.rl import plan as _plan
 from jointrl.rl.recipe import RecipeError, dump_config, load_recipe
 
 RunFn = Callable[[argparse.Namespace], int]
@@ -82,6 +85,12 @@ def _quickstart_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-seeds", type=int, default=2, help="held-out seeds per environment in the evaluation")
 
 
+def _train_args(parser: argparse.ArgumentParser) -> None:
+    _recipe_args(parser)
+    parser.add_argument("--init", metavar="CKPT", help="start from this model checkpoint (default: the recipe's SFT checkpoint)")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's last complete checkpoint")
+
+
 GROUP_HELP: dict[str, str] = {
     "recipe": "validate and inspect recipes",
     "model": "inspect model presets and checkpoints",
@@ -110,6 +119,12 @@ COMMANDS: list[Command] = [
         "jointrl.rl.cold_start:run",
     ),
     Command(
+        ("train",),
+        "joint RL from a recipe: rollouts, rewards, learner updates, weight sync, eval, checkpoints (--resume)",
+        _train_args,
+        "jointrl.rl.trainer:run",
+    ),
+    Command(
         ("quickstart",),
         "the quickstart job: demonstrations, tokenizer, cold start, checkpoint, held-out evaluation (CPU, minutes)",
         _quickstart_args,
@@ -120,6 +135,24 @@ COMMANDS: list[Command] = [
         "train the byte-level BPE on project-generated text",
         _model.tokenizer_train_args,
         "jointrl.rl.model_commands:tokenizer_train",
+    ),
+    Command(
+        ("eval",),
+        "evaluate a checkpoint on held-out seeds: pass rate, reward, think tokens, pass@k per domain and tier",
+        _eval.add_arguments,
+        "jointrl.rl.eval_command:run",
+    ),
+    Command(
+        ("export",),
+        "export a checkpoint for transformers (kimi_linear or native remote code, optional MXFP4 experts)",
+        _export.add_arguments,
+        "jointrl.rl.export_command:run",
+    ),
+    Command(
+        ("plan",),
+        "per-GPU memory of learner ranks and rollout workers, and the GPUs a recipe needs (exit 1: does not fit)",
+        _plan.add_arguments,
+        "jointrl.rl.plan:run",
     ),
 ]
 

@@ -300,6 +300,17 @@ class RolloutConfig(Section):
     )
     mxfp4_experts: bool = Field(False, description="Quantise routed experts to MXFP4 in the rollout policy copies.")
     episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock seconds before an episode is marked failed.")
+    gpus_per_worker: int = Field(
+        1, ge=1, description="Accelerators one rollout worker spreads its policy copy and cache over (`jointrl plan`)."
+    )
+    max_rows: int = Field(32, ge=1, description="Sequences one worker's engine decodes at once (its cache rows).")
+    max_context: int | None = Field(
+        None, gt=0, description="Longest episode in tokens (prompt, turns, tool results) a worker's cache is sized "
+        "for by `jointrl plan`; null = model.max_seq_len."
+    )
+    gpu_mem_gib: float = Field(
+        80.0, gt=0, allow_inf_nan=False, description="Memory of one rollout accelerator in GiB (`jointrl plan`)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RolloutConfig:
@@ -339,8 +350,17 @@ class AlgorithmConfig(Section):
     )
     dynamic_sampling: bool = Field(False, description="Drop prompt groups whose rewards all agree (zero variance).")
     overlong_filter: bool = Field(False, description="Mask the loss of episodes cut off by a token or turn limit.")
+    tis_level: Literal["token", "sequence"] = Field(
+        "token", description="Truncated importance weights per token, or one per sequence (product of its token ratios)."
+    )
     routing_replay: Literal["off", "r2", "r3"] = Field(
         "r3", description="Reuse rollout expert choices in the learner: r3 = rollout routing, r2 = old-policy routing."
+    )
+    gamma: float = Field(1.0, gt=0, le=1, description="ppo: discount of GAE.")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="ppo: lambda of GAE.")
+    value_coef: float = Field(0.5, ge=0, description="ppo: weight of the value loss.")
+    value_clip: float | None = Field(
+        0.2, gt=0, description="ppo: clip range of the value prediction around the old value; null = unclipped."
     )
 
 
@@ -356,9 +376,18 @@ class LearnerConfig(Section):
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps to the peak learning rate.")
     grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; null = off.")
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed micro-batch.")
+    updates_per_step: int = Field(
+        1, ge=1, description="Optimizer steps per RL batch (mini-batches); > 1 reuses the batch off-policy with clipping."
+    )
     dtype: Literal["fp32", "bf16"] = Field("fp32", description="Precision of the learner's weights and compute.")
     backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="torch.distributed backend; auto = nccl with CUDA, else gloo."
+    )
+    activation_checkpointing: bool = Field(
+        False, description="Keep only each layer's input and recompute the layer in the backward pass."
+    )
+    gpu_mem_gib: float = Field(
+        80.0, gt=0, allow_inf_nan=False, description="Memory of one learner accelerator in GiB (`jointrl plan`)."
     )
 
     @field_validator("betas")
@@ -487,6 +516,12 @@ class RunConfig(Section):
                 f"algorithm {self.algorithm.name!r} compares samples within a group and needs group_size >= 2, "
                 f"got {self.rollout.group_size}",
                 self.rollout.group_size,
+            ))
+        if self.algorithm.name == "gspo" and self.algorithm.dual_clip_c is not None:
+            problems.append((
+                ("algorithm", "dual_clip_c"),
+                "gspo clips a sequence-level ratio, for which dual-clip is not defined: set dual_clip_c to null",
+                self.algorithm.dual_clip_c,
             ))
         if self.rewards.normalization == "group" and self.algorithm.name in SELF_BASELINED:
             problems.append((
