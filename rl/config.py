@@ -425,6 +425,11 @@ class TrainerConfig(Section):
     steps: int = Field(100, ge=0, description="RL optimizer steps.")
     prompts_per_step: int = Field(16, ge=1, description="Prompts per step; each is sampled rollout.group_size times.")
     eval_every: int = Field(0, ge=0, description="Steps between held-out evaluations (0 = never).")
+    eval_seeds_per_env: int = Field(8, ge=1, description="Held-out seeds per env id of the mix in the run's evaluations.")
+    eval_samples: int = Field(1, ge=1, description="Samples per held-out task (pass rate is their mean; pass@k uses them).")
+    eval_temperature: float = Field(
+        0.0, ge=0, allow_inf_nan=False, description="Sampling temperature of the run's evaluations (0 = greedy)."
+    )
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Cold-start SFT settings.")
 
 

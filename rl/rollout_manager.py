@@ -131,8 +131,11 @@ class RolloutManager:
             self._restart(slot)
         return update
 
-    def run(self, tasks: list[Task], seed: int = 0) -> list[Trajectory]:
-        """Play every task on the workers; exactly one trajectory per task, in task order."""
+    def run(self, tasks: list[Task], seed: int = 0, temperature: float | None = None) -> list[Trajectory]:
+        """Play every task on the workers; exactly one trajectory per task, in task order.
+
+        `temperature` overrides the recipe's sampling temperature for this batch (evaluation).
+        """
         if self.sync.latest is None:
             raise RuntimeError("push weights to the rollout workers (push_weights) before running tasks")
         for task in tasks:
@@ -147,7 +150,7 @@ class RolloutManager:
         self._flights = {}
         while batch.pending or self._flights:
             while idle and batch.pending:
-                self._dispatch(idle.popleft(), batch.pending.popleft(), batch, seed)
+                self._dispatch(idle.popleft(), batch.pending.popleft(), batch, seed, temperature)
             nearest = min(f.deadline for f in self._flights.values())
             ready, _ = ray.wait(list(self._flights), num_returns=1, timeout=max(0.0, nearest - time.monotonic()))
             for ref in ready:
@@ -167,14 +170,14 @@ class RolloutManager:
         """Kill the workers and release their resources."""
         self.group.shutdown()
 
-    def _dispatch(self, slot: int, chunk: list[int], batch: _Batch, seed: int) -> None:
+    def _dispatch(self, slot: int, chunk: list[int], batch: _Batch, seed: int, temperature: float | None = None) -> None:
         if slot in self._dead:
             self._restart(slot)
         for i in chunk:
             batch.attempts[i] += 1
         # A seed per (run seed, chunk, attempt): reproducible, and different for every chunk and retry.
         chunk_seed = random.Random(f"{seed}:{chunk}:{batch.attempts[chunk[0]]}").getrandbits(63)
-        ref = self.workers[slot].run.remote([batch.tasks[i] for i in chunk], chunk_seed)
+        ref = self.workers[slot].run.remote([batch.tasks[i] for i in chunk], chunk_seed, temperature)
         now = time.monotonic()
         self._flights[ref] = _Flight(slot, chunk, now, now + self.chunk_timeout_s)
 

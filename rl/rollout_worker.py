@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -119,13 +119,22 @@ class RolloutWorker:
             return mxfp4_state_dict(bucket)
         return dequantize_state_dict(bucket, dtype=self.model.embed.weight.dtype)
 
-    def run(self, tasks: list[Task], seed: int | None = None) -> list[Trajectory]:
-        """Play every task to the end; trajectories in task order (failed envs marked failed, never dropped)."""
+    def run(self, tasks: list[Task], seed: int | None = None, temperature: float | None = None) -> list[Trajectory]:
+        """Play every task to the end; trajectories in task order (failed envs marked failed, never dropped).
+
+        `temperature` overrides the recipe's for this call only (evaluation samples greedily or cooler).
+        """
         if not self._loaded:
             raise RuntimeError("this rollout worker has no weights yet: push a WeightUpdate before running tasks")
         if seed is not None:
             self.engine.generator.manual_seed(seed)
-        return self.loop.run(list(tasks))
+        default = self.loop.sampling
+        if temperature is not None:
+            self.loop.sampling = replace(default, temperature=temperature)
+        try:
+            return self.loop.run(list(tasks))
+        finally:
+            self.loop.sampling = default
 
     @torch.no_grad()
     def logits(self, tokens: list[int]) -> torch.Tensor:
