@@ -92,8 +92,9 @@ def find_recipe(name: str | os.PathLike[str], base_dir: Path | None = None) -> P
     if path.is_absolute():
         return path if path.is_file() else None
     candidates = [(base_dir or Path.cwd()) / path, shipped_recipes_dir() / path]
-    if not path.suffix:
-        candidates.append(shipped_recipes_dir() / path.with_suffix(".yaml"))
+    if path.suffix not in (".yaml", ".yml"):
+        # A name like "moe-2.8t" has a dot but no YAML suffix: append one rather than replace ".8t".
+        candidates.append(shipped_recipes_dir() / path.with_name(path.name + ".yaml"))
     return next((c.resolve() for c in candidates if c.is_file()), None)
 
 
