@@ -1,6 +1,6 @@
 """What one RL step reports beyond rewards and the learner: advantages and filters, episodes, staleness, speed.
 
-Names follow the tracker's grouping: `success/<domain>`, `episode/...`, `filter/...`, `advantage/...`,
+Names follow the tracker's grouping: `pass_rate/<domain>`, `reward/mean`, `episode/...`, `filter/...`, `advantage/...`,
 `staleness/...`, `perf/...`. Reward metrics (`reward/...`, `tier/...`) come from the reward mixer and
 learner metrics (`loss/...`, `policy/...`, `mismatch/...`, `learner/...`) from the learner.
 """
@@ -56,6 +56,12 @@ def advantages_and_filters(cfg: AlgorithmConfig, trajectories: list[Trajectory],
     return Advantages(values.tolist(), keep.tolist(), metrics)
 
 
+def reward_summary(mixed: MixedBatch) -> dict[str, float]:
+    """The mean raw (unnormalised) reward over the episodes that have one."""
+    raw = [r for r in mixed.raw if r is not None]
+    return {"reward/mean": sum(raw) / len(raw)} if raw else {}
+
+
 def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
     """Success per domain, turns, truncation, failures, tool errors and lengths of a batch."""
     success: dict[str, list[float]] = defaultdict(list)
@@ -64,7 +70,7 @@ def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
         success[t.episode.domain].append(value)
         success["all"].append(value)
     n = max(len(trajectories), 1)
-    metrics = {f"success/{domain}": sum(v) / len(v) for domain, v in success.items()}
+    metrics = {f"pass_rate/{domain}": sum(v) / len(v) for domain, v in success.items()}
     metrics |= {
         "episode/turns": sum(t.episode.turns for t in trajectories) / n,
         "episode/truncated": sum(t.episode.truncated for t in trajectories) / n,

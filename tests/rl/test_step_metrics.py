@@ -72,7 +72,7 @@ def test_episode_and_staleness_metrics():
         trajectory(2, success=1.0, domain="terminal", failed=True, versions=(3, 3)),
     ]
     m = episode_metrics(trajs)
-    assert m["success/reasoning"] == 0.5 and m["success/terminal"] == 0.5 and m["success/all"] == 0.5
+    assert m["pass_rate/reasoning"] == 0.5 and m["pass_rate/terminal"] == 0.5 and m["pass_rate/all"] == 0.5
     assert m["episode/truncated"] == 0.25 and m["episode/failed"] == 0.25 and m["episode/sampled_tokens"] == 2.0
     s = staleness_metrics(trajs, learner_version=3)
     # lags: (0, 0), (2, 1), (0, 0), (0, 0) over the 8 sampled tokens
