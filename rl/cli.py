@@ -82,7 +82,6 @@ def _recipe_args(parser: argparse.ArgumentParser, default: str | None = None) ->
 
 def _quickstart_args(parser: argparse.ArgumentParser) -> None:
     _recipe_args(parser, default="quickstart")
-    parser.add_argument("--eval-seeds", type=int, default=2, help="held-out seeds per environment in the evaluation")
 
 
 def _train_args(parser: argparse.ArgumentParser) -> None:
@@ -126,7 +125,7 @@ COMMANDS: list[Command] = [
     ),
     Command(
         ("quickstart",),
-        "the quickstart job: demonstrations, tokenizer, cold start, checkpoint, held-out evaluation (CPU, minutes)",
+        "the quickstart job: SFT cold start, held-out eval, joint RL, held-out eval again (CPU, minutes)",
         _quickstart_args,
         "jointrl.rl.quickstart:run",
     ),

@@ -1,28 +1,31 @@
-"""`jointrl quickstart`: the whole pipeline that exists today, end to end on CPU in a few minutes.
+"""`jointrl quickstart`: the whole job end to end on CPU in minutes — cold start, joint RL, before/after evaluation.
 
-recipe → demonstrations played by the recipe's environments → tokenizer trained on project and
-environment text → the recipe's model → supervised cold start on the demonstrations → checkpoint →
-reload → multi-turn, tool-calling evaluation on held-out seeds with the agent loop, printed per domain.
-The RL stage joins between the cold start and the evaluation once it exists.
+recipe → demonstrations played by the recipe's environments → tokenizer → supervised cold start →
+held-out evaluation of the SFT checkpoint → joint RL (`jointrl train`: Ray rollout workers, reward mixer,
+DeepSpeed learner, weight sync, checkpoints) → held-out evaluation of the RL policy on the same tasks →
+a table of pass rates before and after RL, per domain.
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 from rich.console import Console
+from rich.table import Table
 
 from jointrl.model.checkpoint import from_pretrained
 from jointrl.model.info import model_info
-from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.cold_start import cold_start
-from jointrl.rl.evaluate import evaluate, print_summary
+from jointrl.rl.evaluate import ALL, EvalSummary, print_summary
 from jointrl.rl.recipe import load_recipe
+from jointrl.rl.trainer import evaluate_state, train
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the quickstart job and print what each stage produced."""
     console = Console(soft_wrap=True)
     cfg = load_recipe(args.recipe, args.overrides)
+    began = time.perf_counter()
     console.rule(f"recipe {args.recipe}")
     mix = ", ".join(f"{m.glob} x{m.weight:g}" for m in cfg.envs.mix)
     info = model_info(cfg.model, context=cfg.model.max_seq_len)
@@ -33,14 +36,31 @@ def run(args: argparse.Namespace) -> int:
 
     console.rule("supervised cold start")
     start = cold_start(cfg, console)
+    sft_state = from_pretrained(start.checkpoint).state_dict()
+    seeds = f"seeds {cfg.envs.eval_seeds.start}..{cfg.envs.eval_seeds.start + cfg.trainer.eval_seeds_per_env - 1}"
 
-    console.rule("held-out evaluation")
-    model = from_pretrained(start.checkpoint)
-    tokenizer = JointTokenizer.load(start.checkpoint)
-    seeds = list(range(cfg.envs.eval_seeds.start, cfg.envs.eval_seeds.start + args.eval_seeds))
-    summary = evaluate(model, tokenizer, cfg, start.env_ids, seeds)
-    print_summary(summary, console, f"after the cold start: {len(start.env_ids)} envs x {len(seeds)} held-out seeds")
-    example = max(summary.trajectories, key=lambda t: (t.episode.signals.get("success", 0.0), t.episode.turns))
-    console.print(f"one episode ({example.episode.env_id}, seed {example.episode.seed}): "
-                  f"{example.episode.turns} turns, signals {example.episode.signals}")
+    console.rule("held-out evaluation of the SFT checkpoint")
+    before = evaluate_state(cfg, start.tokenizer, sft_state, start.env_ids)
+    print_summary(before, console, f"SFT checkpoint: {len(start.env_ids)} envs x held-out {seeds}")
+
+    console.rule(f"joint RL: {cfg.trainer.steps} steps of {cfg.algorithm.name}")
+    result = train(cfg, init=start.checkpoint, console=console)
+
+    console.rule("held-out evaluation after RL")
+    after = evaluate_state(cfg, start.tokenizer, result.state, start.env_ids)
+    print_summary(after, console, f"after {result.steps} RL steps: same tasks")
+    print_comparison(before, after, console)
+    console.print(f"quickstart finished in {time.perf_counter() - began:.0f}s; RL checkpoint {result.checkpoint}")
     return 0
+
+
+def print_comparison(before: EvalSummary, after: EvalSummary, console: Console) -> None:
+    """Pass rate per domain (and overall) of the SFT checkpoint and of the RL policy, side by side."""
+    table = Table(title="held-out pass rate: SFT checkpoint vs after RL")
+    for name in ("domain", "episodes", "SFT", "RL", "change"):
+        table.add_column(name, justify="left" if name == "domain" else "right")
+    for domain in sorted(d for d in before.pass_rate if d != ALL) + [ALL]:
+        b, a = before.pass_rate[domain], after.pass_rate.get(domain, 0.0)
+        episodes = before.overall.episodes if domain == ALL else before.domains[domain].episodes
+        table.add_row(domain, str(episodes), f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
+    console.print(table)
