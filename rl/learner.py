@@ -255,7 +255,9 @@ class LearnerRank:
         """The full policy state on CPU, expert shards gathered over the EP group; None on ranks other than 0."""
         local = self.engine.module.policy_state_dict()
         full = gather_full_state(local, self.expert_keys, self.ep_group)
-        return {k: v.cpu() for k, v in full.items()} if self.rank == 0 else None
+        # Copies, not views: a parameter is a view into ZeRO's flat buffer, and pickling a view ships the
+        # whole buffer with every tensor (gigabytes per push for a few-MB model).
+        return {k: v.to("cpu", copy=True) for k, v in full.items()} if self.rank == 0 else None
 
     def _shard_path(self, directory: str | Path) -> Path:
         return Path(directory) / f"learner_rank{self.rank:03d}.pt"

@@ -169,11 +169,15 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         raise ValueError(f"no model checkpoint at {init}: run `jointrl sft` on the recipe first, or pass --init CKPT")
     tokenizer = JointTokenizer.load(init)
     init_state = load_state(init)
+    # Without GPUs the ranks share the machine's cores; rollout and learning alternate in synchronous mode,
+    # so the learner may use every core (Ray's CPU counts are logical: their shares may overlap).
+    learner_placement = None
+    if not torch.cuda.is_available():
+        learner_placement = Placement(num_cpus=max(1, (os.cpu_count() or 1) // cfg.learner.ranks))
     if not ray.is_initialized():
-        # Logical CPUs: rollout and learning alternate in synchronous mode, so their shares may overlap.
-        needed = cfg.rollout.workers + cfg.learner.ranks
-        ray.init(num_cpus=max(os.cpu_count() or 1, needed), include_dashboard=False, log_to_driver=False)
-    learner = LearnerGroup(cfg, init_state, pad_id=tokenizer.pad_id)
+        needed = cfg.rollout.workers + cfg.learner.ranks * (learner_placement.num_cpus if learner_placement else 1)
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(needed)), include_dashboard=False, log_to_driver=False)
+    learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
     sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(
         cfg.rewards.alarms.to_alarm_config()
     )

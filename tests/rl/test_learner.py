@@ -152,6 +152,8 @@ def test_tiny_step_changes_every_trainable_parameter(ray_session):
     assert not unchanged, f"not updated: {sorted(unchanged)}"
     assert any(k.endswith("e_score_correction_bias") for k in state)
     assert all(torch.isfinite(v).all() for v in after.values())
+    # Each tensor owns exactly its bytes: a view into ZeRO's flat buffer would ship the whole buffer per tensor.
+    assert all(v.untyped_storage().nbytes() == v.numel() * v.element_size() for v in after.values())
 
 
 def test_nan_guard_skips_the_step_on_every_rank(ray_session):
