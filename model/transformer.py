@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from jointrl.model.cache import ModelCache
 from jointrl.model.config import ModelConfig
@@ -68,6 +69,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        # Recompute each block's activations in backward instead of keeping them (training without a cache).
+        self.activation_checkpointing = False
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self._init_weights()
@@ -118,7 +121,13 @@ class Transformer(nn.Module):
             if block.kind == "S" and sparse_topk is not None:
                 layer_topk = sparse_topk[:, :, dsa_idx]
             layer_cache = cache.layers[i] if cache is not None else None
-            x, aux = block(x, positions, valid, cache=layer_cache, routing=layer_routing, topk_indices=layer_topk)
+            if self.activation_checkpointing and self.training and cache is None and torch.is_grad_enabled():
+                # Non-reentrant checkpointing replays the block with the same routing and selections it returned.
+                x, aux = checkpoint(
+                    block, x, positions, valid, None, layer_routing, layer_topk, use_reentrant=False
+                )
+            else:
+                x, aux = block(x, positions, valid, cache=layer_cache, routing=layer_routing, topk_indices=layer_topk)
             if block.is_moe:
                 expert_ids.append(aux["expert_ids"])
                 loads.append(aux["expert_load"])

@@ -154,6 +154,7 @@ class LearnerRank:
         policy = Transformer(self.cfg.model)
         policy.load_state_dict(state)
         shard_experts(policy, self.ep_rank, self.cfg.learner.ep_size, self.ep_group)
+        policy.activation_checkpointing = self.cfg.learner.activation_checkpointing
         return policy
 
     def _filler(self) -> MicroBatch:

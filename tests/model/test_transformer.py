@@ -106,3 +106,37 @@ def test_training_step_changes_every_parameter_and_lowers_loss():
     unchanged = [name for name, p in model.named_parameters() if torch.equal(p, before[name])]
     assert unchanged == []
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_activation_checkpointing_gives_the_same_loss_and_gradients():
+    """Recomputing each block in backward (learner.activation_checkpointing) changes memory, not numbers."""
+    torch.manual_seed(0)
+    model = Transformer(PRESETS["debug"]).train()
+    tokens = torch.randint(0, model.cfg.vocab_size, (2, 24))
+
+    calls = []
+    block_forward = model.layers[0].forward
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return block_forward(*args, **kwargs)
+
+    model.layers[0].forward = counted
+
+    def loss_and_grads(checkpointing: bool):
+        calls.clear()
+        model.zero_grad()
+        model.activation_checkpointing = checkpointing
+        out = model(tokens)
+        loss = out.logits.log_softmax(-1).mean() + out.aux_loss
+        loss.backward()
+        # A checkpointed block runs again during backward.
+        assert len(calls) == (2 if checkpointing else 1)
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    loss_plain, grads_plain = loss_and_grads(False)
+    loss_ckpt, grads_ckpt = loss_and_grads(True)
+    assert torch.equal(loss_plain, loss_ckpt)
+    assert grads_plain.keys() == grads_ckpt.keys() and len(grads_plain) > 10
+    for name in grads_plain:
+        torch.testing.assert_close(grads_ckpt[name], grads_plain[name], rtol=1e-5, atol=1e-7, msg=name)
