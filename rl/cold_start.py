@@ -61,6 +61,11 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
 
     model = Transformer(cfg.model)
     examples = encode(tokenizer, demos, sft.max_len)
+    if not examples:
+        raise ValueError(
+            f"none of the {len(demos)} demonstrations has an assistant token within trainer.sft.max_len={sft.max_len} "
+            "tokens: raise trainer.sft.max_len"
+        )
     cut = sum(len(tokenizer.render(d.messages, d.tools, d.tier)) > sft.max_len + 1 for d in demos)
     console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
 

@@ -104,6 +104,8 @@ def train_sft(
     log: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """AdamW with cosine decay over every batch of every epoch; returns the loss of each step."""
+    if not examples:
+        raise ValueError("train_sft got no training sequences")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     total = epochs * math.ceil(len(examples) / batch_size)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total)))

@@ -11,7 +11,7 @@ from jointrl.rl.recipe import load_recipe
 
 SHRINK = [
     "model.preset=debug", "tokenizer.n_samples=50", "trainer.sft.epochs=1", "trainer.sft.batch_size=4",
-    "trainer.sft.demos_per_env=1", "trainer.sft.max_len=160", "rollout.max_turns=2",
+    "trainer.sft.demos_per_env=1", "trainer.sft.max_len=448", "rollout.max_turns=2",
     "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
 ]
 # The RL stage shrunk to one step of two prompts on one worker and one learner rank.
@@ -44,6 +44,12 @@ def test_sft_command_writes_the_checkpoint_where_the_recipe_says(tmp_path, capsy
     assert main(["sft", "quickstart", *SHRINK, f"checkpoint.dir={ckpt_dir}"]) == 0
     assert (ckpt_dir / "sft" / "model.safetensors").is_file()
     assert "loss" in capsys.readouterr().out
+
+
+def test_sft_with_no_sequence_inside_max_len_names_the_key(tmp_path, capsys):
+    code = main(["sft", "quickstart", *SHRINK, "trainer.sft.max_len=8", f"checkpoint.dir={tmp_path}"])
+    assert code == 1
+    assert "trainer.sft.max_len=8" in capsys.readouterr().err
 
 
 def test_evaluation_refuses_training_seeds(tmp_path):

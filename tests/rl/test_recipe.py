@@ -325,4 +325,6 @@ def test_quickstart_is_shipped_and_small():
     cfg = load_recipe("quickstart")
     assert cfg.model.name == "tiny" and cfg.algorithm.name == "grpo"
     assert cfg.trainer.steps <= 50
-    assert len({m.glob.split("/")[0] for m in cfg.envs.mix}) >= 3
+    # Two domains: the tool-using domains besides terminal run 1-2k-token episodes the tiny model cannot
+    # learn in the quickstart's minutes on CPU (joint_grpo.yaml has all of them).
+    assert len({m.glob.split("/")[0] for m in cfg.envs.mix}) >= 2
