@@ -39,7 +39,9 @@ def test_gspo_async_recipe_trains_on_batches_up_to_two_versions_stale(tmp_path):
         "envs.mix=[{glob: 'reasoning/letter_counting-v0:default'}, {glob: 'reasoning/gcd-v0:default'}]",
         "envs.domain_shares={reasoning: 1.0}", "rollout.max_new_tokens_per_turn=32",
         "rollout.max_new_tokens_per_episode=64", "rollout.max_turns=1", "trainer.prompts_per_step=2",
-        "trainer.steps=4", "trainer.eval_every=0", "checkpoint.every=0", "tracking.wandb_mode=disabled",
+        "trainer.steps=4", "trainer.eval_every=0",
+        # An entropy bonus moves the weights even when every reward is 0, so a stale batch really is stale.
+        "algorithm.entropy_coef=0.01", "learner.lr=1e-3", "checkpoint.every=0", "tracking.wandb_mode=disabled",
         f"tracking.run_dir={tmp_path}",
     ]
     cfg = load_recipe("gspo_async", run)
