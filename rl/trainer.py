@@ -171,12 +171,15 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
     init_state = load_state(init)
     # Without GPUs the ranks share the machine's cores; rollout and learning alternate in synchronous mode,
     # so the learner may use every core (Ray's CPU counts are logical: their shares may overlap).
+    workers, ranks = cfg.rollout.workers, cfg.learner.ranks
+    wanted = max(1, (os.cpu_count() or 1) // ranks) if not torch.cuda.is_available() else 1
+    if not ray.is_initialized():
+        ray.init(num_cpus=max(os.cpu_count() or 1, workers + ranks * wanted), include_dashboard=False, log_to_driver=False)
     learner_placement = None
     if not torch.cuda.is_available():
-        learner_placement = Placement(num_cpus=max(1, (os.cpu_count() or 1) // cfg.learner.ranks))
-    if not ray.is_initialized():
-        needed = cfg.rollout.workers + cfg.learner.ranks * (learner_placement.num_cpus if learner_placement else 1)
-        ray.init(num_cpus=max(os.cpu_count() or 1, int(needed)), include_dashboard=False, log_to_driver=False)
+        # A Ray session started by someone else may hold fewer CPUs: never ask for more than leaves the workers theirs.
+        free = int(ray.available_resources().get("CPU", 0))
+        learner_placement = Placement(num_cpus=max(1, min(wanted, (free - workers) // ranks)))
     learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
     sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(
         cfg.rewards.alarms.to_alarm_config()
