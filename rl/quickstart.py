@@ -13,7 +13,6 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from jointrl.model.checkpoint import from_pretrained
 from jointrl.model.info import model_info
 from jointrl.rl.cold_start import cold_start
 from jointrl.rl.evaluate import ALL, EvalSummary, print_summary
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     console.rule("supervised cold start")
     start = cold_start(cfg, console)
-    sft_state = from_pretrained(start.checkpoint).state_dict()
+    sft_state = start.model.state_dict()
     seeds = f"seeds {cfg.envs.eval_seeds.start}..{cfg.envs.eval_seeds.start + cfg.trainer.eval_seeds_per_env - 1}"
 
     console.rule("held-out evaluation of the SFT checkpoint")

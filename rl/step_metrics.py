@@ -15,6 +15,7 @@ from jointrl.rewards.mixer import MixedBatch
 from jointrl.rl.advantages import overlong_keep, zero_variance_groups
 from jointrl.rl.algorithms import ALGORITHMS, sequence_advantages
 from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.evaluate import passed
 from jointrl.rl.trajectory import Trajectory
 
 
@@ -66,7 +67,7 @@ def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
     """Success per domain, turns, truncation, failures, tool errors and lengths of a batch."""
     success: dict[str, list[float]] = defaultdict(list)
     for t in trajectories:
-        value = 0.0 if t.episode.failed else float(t.episode.signals.get("success", 0.0))
+        value = float(passed(t.episode))
         success[t.episode.domain].append(value)
         success["all"].append(value)
     n = max(len(trajectories), 1)

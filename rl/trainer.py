@@ -134,11 +134,16 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, con
     return result
 
 
-def evaluate_state(cfg: RunConfig, tokenizer: JointTokenizer, state: dict[str, torch.Tensor], env_ids: list[str]) -> EvalSummary:
-    """The given weights on the recipe's held-out seeds, with the trainer's eval settings."""
+def policy_from_state(cfg: RunConfig, state: dict[str, torch.Tensor]) -> Transformer:
+    """The recipe's model holding the learner's gathered weights."""
     model = Transformer(cfg.model)
     model.load_state_dict(state, strict=False)  # a tied head arrives once, under the embedding's name
-    model.eval().requires_grad_(False)
+    return model
+
+
+def evaluate_state(cfg: RunConfig, tokenizer: JointTokenizer, state: dict[str, torch.Tensor], env_ids: list[str]) -> EvalSummary:
+    """The given weights on the recipe's held-out seeds, with the trainer's eval settings."""
+    model = policy_from_state(cfg, state).eval().requires_grad_(False)
     t = cfg.trainer
     seeds = list(range(cfg.envs.eval_seeds.start, cfg.envs.eval_seeds.start + t.eval_seeds_per_env))
     return evaluate(
@@ -208,9 +213,7 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
 
 def _save(cfg: RunConfig, run: _Run, step: int, sampler_state: dict, state: dict[str, torch.Tensor]) -> Path:
     def write(directory: Path) -> None:
-        model = Transformer(cfg.model)
-        model.load_state_dict(state, strict=False)
-        save_pretrained(model, directory / "model", tokenizer=run.tokenizer)
+        save_pretrained(policy_from_state(cfg, state), directory / "model", tokenizer=run.tokenizer)
         run.learner.save(directory / "learner")
         (directory / "recipe.yaml").write_text(dump_config(cfg))
         torch.save({
