@@ -263,7 +263,9 @@ def test_balance_loss_in_layer_and_padding_excluded():
     assert torch.isfinite(y2).all()
     assert torch.equal(aux2["expert_load"], aux["expert_load"])
     torch.testing.assert_close(aux2["balance_loss"], aux["balance_loss"], atol=1e-7, rtol=1e-6)
-    torch.testing.assert_close(y2[valid], y[valid], atol=0, rtol=0)
+    # Padded tokens still join their experts' grouped matmuls, whose shapes (and so the BLAS blocking, and the
+    # last bits of a sum) depend on them; the valid outputs agree to rounding, not bit for bit on every CPU.
+    torch.testing.assert_close(y2[valid], y[valid], atol=1e-5, rtol=1e-4)
 
     _, aux_off = make_moe(seq_aux_loss_coef=0.0)(x, valid=valid)
     assert aux_off["balance_loss"].item() == 0.0
