@@ -29,9 +29,9 @@ import torch  # noqa: E402
 from jointrl.model.presets import PRESETS  # noqa: E402
 from jointrl.model.transformer import Transformer  # noqa: E402
 from jointrl.rl.config import AlgorithmConfig  # noqa: E402
-from jointrl.rl.critic import PolicyWithValue  # noqa: E402
-from jointrl.rl.learner_batch import SequenceSample, pack, totals  # noqa: E402
-from jointrl.rl.learner_forward import detached, forward_micro_batch, micro_batch_loss  # noqa: E402
+from jointrl.rl.learner.critic import PolicyWithValue  # noqa: E402
+from jointrl.rl.learner.batch import SequenceSample, pack, totals  # noqa: E402
+from jointrl.rl.learner.forward import detached, forward_micro_batch, micro_batch_loss  # noqa: E402
 
 MIB = 2**20
 
@@ -153,7 +153,7 @@ def ep2_vs_ep1(args: argparse.Namespace) -> None:
 
     from jointrl.rl.actor_group import Placement
     from jointrl.rl.config import RunConfig
-    from jointrl.rl.learner_group import LearnerGroup
+    from jointrl.rl.learner.group import LearnerGroup
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     placement = Placement(num_cpus=1, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})

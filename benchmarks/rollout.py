@@ -2,7 +2,7 @@
 
     python benchmarks/rollout.py [--quick]
 
-1. Tokens/s of jointrl.rl.engine.Engine against a per-sequence loop over jointrl.model.generate.generate
+1. Tokens/s of jointrl.rl.rollout.engine.Engine against a per-sequence loop over jointrl.model.generate.generate
    (one episode at a time, each turn re-prefilling the whole history: no batching, no cache kept across
    turns), on the same model (the `tiny` preset, random weights) and the same multi-turn episodes, in one
    run. Turn lengths are scripted: a random prompt, then per turn a fixed number of generated tokens with
@@ -27,7 +27,7 @@ import torch
 from jointrl.model.generate import SamplingParams, generate
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.engine import Engine, TurnRequest
+from jointrl.rl.rollout.engine import Engine, TurnRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Ids the random scripts never contain, so no thinking block opens and no budget applies.
@@ -99,9 +99,9 @@ def workers_scaling(args: argparse.Namespace) -> None:
 
     sys.path.insert(0, str(ROOT))  # the lookup env and its fitted policy live with the tests
     from jointrl.rl.actor_group import Placement
-    from jointrl.rl.agent import Task
+    from jointrl.rl.rollout.agent import Task
     from jointrl.rl.config import RolloutConfig
-    from jointrl.rl.rollout_manager import RolloutManager
+    from jointrl.rl.rollout.manager import RolloutManager
     from tests.rl import agent_envs
 
     agent_envs.register()

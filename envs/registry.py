@@ -45,11 +45,16 @@ def _load() -> None:
             raise RuntimeError(f"env plugin {entry.name!r} ({entry.value}) failed to register: {err}") from err
 
 
+# Subpackages of jointrl.envs that serve every domain rather than being one.
+INFRASTRUCTURE = ("sandbox",)
+
+
 def builtin_domains() -> list[str]:
     """The domain packages under jointrl.envs (each exposes a cheap `register()` that only adds specs)."""
     import jointrl.envs
 
-    return [f"jointrl.envs.{m.name}" for m in pkgutil.iter_modules(jointrl.envs.__path__) if m.ispkg]
+    packages = pkgutil.iter_modules(jointrl.envs.__path__)
+    return [f"jointrl.envs.{m.name}" for m in packages if m.ispkg and m.name not in INFRASTRUCTURE]
 
 
 def reload_plugins() -> None:

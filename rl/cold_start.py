@@ -1,7 +1,6 @@
-"""`jointrl sft`: the supervised cold start of a recipe — tokenizer, demonstrations, SFT, checkpoint."""
+"""The supervised cold start of a recipe — tokenizer, demonstrations, SFT, checkpoint."""
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from itertools import chain
@@ -17,7 +16,6 @@ from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import collect_demos, mix_env_ids
-from jointrl.rl.recipe import load_recipe
 from jointrl.rl.sft import Conversation, encode, read_jsonl, train_sft
 
 
@@ -87,9 +85,3 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
 def checkpoint_dir(cfg: RunConfig) -> Path:
     """Where a run's checkpoints go."""
     return Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else Path(cfg.tracking.run_dir) / "checkpoints"
-
-
-def run(args: argparse.Namespace) -> int:
-    """The `jointrl sft` command."""
-    cold_start(load_recipe(args.recipe, args.overrides), Console(soft_wrap=True))
-    return 0

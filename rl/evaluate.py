@@ -31,10 +31,10 @@ from jointrl.model.generate import SamplingParams
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rewards import RewardMixer, RewardTable
-from jointrl.rl.agent import AgentLoop, LoopLimits, Task
+from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.config import RunConfig
-from jointrl.rl.engine import Engine
-from jointrl.rl.task_sampler import TaskSampler
+from jointrl.rl.rollout.engine import Engine
+from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.trajectory import Trajectory
 
 ALL = "all"

@@ -1,4 +1,4 @@
-"""`jointrl plan RECIPE`: the memory of one learner GPU and one rollout GPU, and the GPUs the recipe needs.
+"""The memory of one learner GPU and one rollout GPU, and the GPUs the recipe needs.
 
 Parameter counts come from jointrl.model.info, which builds the model on the meta device: nothing is
 allocated, whatever the scale. P = every parameter, P_e = routed-expert parameters, P_d = P - P_e (attention,
@@ -37,7 +37,6 @@ GPUs needed = R + rollout.workers * G. The decode working set (one token per row
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from jointrl.rl.config import RunConfig
@@ -171,60 +170,3 @@ def make_plan(cfg: RunConfig, gpu_mem_gib: float | None = None) -> Plan:
         capacity_gib=gpu_mem_gib if gpu_mem_gib is not None else rollout.gpu_mem_gib,
     )
     return Plan(learner_plan, rollout_plan, total, routed, context)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of `jointrl plan`."""
-    parser.add_argument("recipe", help="recipe file or shipped recipe name")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="settings applied on top of the recipe")
-    parser.add_argument(
-        "--gpu-mem-gib", type=float, default=None,
-        help="memory of every GPU in GiB (default: learner.gpu_mem_gib and rollout.gpu_mem_gib of the recipe)",
-    )
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / GIB:,.2f} GiB" if nbytes >= GIB / 10 else f"{nbytes / 1024**2:,.2f} MiB"
-
-
-def print_plan(plan: Plan, cfg: RunConfig, console) -> None:
-    """The layout, a rich table of per-GPU memory with one column per role, and the GPU count."""
-    from rich.table import Table
-
-    learner, rollout = cfg.learner, cfg.rollout
-    console.print(
-        f"model {cfg.model.name}: {plan.total_params / 1e9:,.1f}B parameters, {plan.routed_params / 1e9:,.1f}B in "
-        f"routed experts\nlearner: {learner.ranks} ranks, EP {learner.ep_size}, ZeRO {learner.zero_stage}, "
-        f"{learner.dtype}, {learner.micro_batch_tokens:,} tokens per micro-batch, activation checkpointing "
-        f"{'on' if learner.activation_checkpointing else 'off'}\nrollout: {rollout.workers} workers x "
-        f"{rollout.gpus_per_worker} GPUs, {rollout.max_rows} rows x {plan.context:,} tokens, experts "
-        f"{'MXFP4' if rollout.mxfp4_experts else 'bf16'}",
-        highlight=False,
-    )
-    table = Table(title="memory per GPU")
-    table.add_column("")
-    table.add_column("learner rank", justify="right")
-    table.add_column("rollout worker", justify="right")
-    names = [n for n in ITEM_ORDER if n in plan.learner.items or n in plan.rollout.items]
-    for name in names:
-        table.add_row(name, *(_gib(p.items[name]) if name in p.items else "-" for p in (plan.learner, plan.rollout)))
-    table.add_row("total", *(_gib(p.total) for p in (plan.learner, plan.rollout)), end_section=True)
-    table.add_row("GPU memory", *(f"{p.capacity_gib:,.0f} GiB" for p in (plan.learner, plan.rollout)))
-    table.add_row("fits", *("yes" if p.fits else "NO" for p in (plan.learner, plan.rollout)))
-    table.add_row("GPUs", f"{plan.learner.gpus:,}", f"{plan.rollout.gpus:,}")
-    console.print(table)
-    verdict = "fits" if plan.fits else "does NOT fit"
-    console.print(f"{plan.gpus:,} GPUs ({plan.learner.gpus:,} learner + {rollout.workers} x {rollout.gpus_per_worker} "
-                  f"rollout); the plan {verdict}", highlight=False)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The `jointrl plan` command: 0 when the plan fits, 1 when a role does not."""
-    from rich.console import Console
-
-    from jointrl.rl.recipe import load_recipe
-
-    cfg = load_recipe(args.recipe, args.overrides)
-    plan = make_plan(cfg, args.gpu_mem_gib)
-    print_plan(plan, cfg, Console(soft_wrap=True))
-    return 0 if plan.fits else 1

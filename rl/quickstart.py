@@ -1,4 +1,4 @@
-"""`jointrl quickstart`: the whole job end to end on CPU in minutes — cold start, joint RL, before/after evaluation.
+"""The quickstart job: the whole job end to end on CPU in minutes — cold start, joint RL, before/after evaluation.
 
 recipe → demonstrations played by the recipe's environments → tokenizer → supervised cold start →
 held-out evaluation of the SFT checkpoint → joint RL (`jointrl train`: Ray rollout workers, reward mixer,
@@ -7,7 +7,6 @@ a table of pass rates before and after RL, per domain.
 """
 from __future__ import annotations
 
-import argparse
 import time
 
 from rich.console import Console
@@ -15,17 +14,15 @@ from rich.table import Table
 
 from jointrl.model.info import model_info
 from jointrl.rl.cold_start import cold_start
+from jointrl.rl.config import RunConfig
 from jointrl.rl.evaluate import ALL, EvalSummary, print_summary
-from jointrl.rl.recipe import load_recipe
 from jointrl.rl.trainer import evaluate_state, train
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the quickstart job and print what each stage produced."""
-    console = Console(soft_wrap=True)
-    cfg = load_recipe(args.recipe, args.overrides)
+def quickstart(cfg: RunConfig, console: Console, name: str) -> None:
+    """Run the quickstart job on the recipe `name` (resolved to cfg) and print what each stage produced."""
     began = time.perf_counter()
-    console.rule(f"recipe {args.recipe}")
+    console.rule(f"recipe {name}")
     mix = ", ".join(f"{m.glob} x{m.weight:g}" for m in cfg.envs.mix)
     info = model_info(cfg.model, context=cfg.model.max_seq_len)
     console.print(
@@ -50,7 +47,6 @@ def run(args: argparse.Namespace) -> int:
     print_summary(after, console, f"after {result.steps} RL steps: same tasks")
     print_comparison(before, after, console)
     console.print(f"quickstart finished in {time.perf_counter() - began:.0f}s; RL checkpoint {result.checkpoint}")
-    return 0
 
 
 def print_comparison(before: EvalSummary, after: EvalSummary, console: Console) -> None:

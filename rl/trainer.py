@@ -1,4 +1,4 @@
-"""`jointrl train`: the joint RL loop — rollouts, rewards, advantages, learner update, weight sync, logs, checkpoints.
+"""The joint RL loop — rollouts, rewards, advantages, learner update, weight sync, logs, checkpoints.
 
 One step: the rollout pipeline hands over the step's trajectories (played by the workers, at most
 `rollout.max_staleness` versions behind the learner) → the reward mixer scores and normalises them per
@@ -23,7 +23,6 @@ Where this departs from the textbook algorithms:
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import dataclass, field
@@ -39,19 +38,18 @@ from jointrl.model.transformer import Transformer
 from jointrl.rewards.alarms import RewardAlarms
 from jointrl.rewards.mixer import RewardMixer
 from jointrl.rl.actor_group import Placement
+from jointrl.rl.algorithms.step import advantages_and_filters
 from jointrl.rl.cold_start import checkpoint_dir
 from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import EvalSummary, evaluate
-from jointrl.rl.learner_group import LearnerGroup
+from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.recipe import dump_config, load_recipe
-from jointrl.rl.rollout_manager import RolloutManager
-from jointrl.rl.rollout_pipeline import RolloutPipeline
+from jointrl.rl.rollout.manager import RolloutManager
+from jointrl.rl.rollout.pipeline import RolloutPipeline
 from jointrl.rl.run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
-from jointrl.rl.step_metrics import (
-    advantages_and_filters, episode_metrics, failed_episodes, reward_summary, staleness_metrics,
-)
-from jointrl.rl.task_sampler import TaskSampler
+from jointrl.rl.step_metrics import episode_metrics, failed_episodes, reward_summary, staleness_metrics
+from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.tracking import Tracker
 
 STATE_FILE = "trainer_state.pt"
@@ -222,12 +220,3 @@ def _save(cfg: RunConfig, run: _Run, step: int, sampler_state: dict, state: dict
         }, directory / STATE_FILE)
 
     return save_checkpoint(checkpoint_dir(cfg) / "rl", step, write, cfg.checkpoint.keep_last)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The `jointrl train` command."""
-    console = Console(soft_wrap=True)
-    cfg = load_recipe(args.recipe, args.overrides)
-    result = train(cfg, init=Path(args.init) if args.init else None, resume=args.resume, console=console)
-    console.print(f"trained to step {result.steps}; last checkpoint {result.checkpoint}")
-    return 0

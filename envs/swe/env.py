@@ -9,7 +9,7 @@ import re
 from typing import Iterator
 
 from jointrl.envs.base import Action, Env, ToolFailure, tool
-from jointrl.envs.bash_session import BashSession
+from jointrl.envs.sandbox import BashSession
 from jointrl.envs.sandbox import Limits, Sandbox
 from jointrl.envs.swe import grading
 from jointrl.envs.swe.task import Task, build

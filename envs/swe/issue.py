@@ -1,14 +1,10 @@
 """Write the issue text of a task: a pointed report (file, function, failing test) or a vaguer symptom."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.family import Family
 from jointrl.envs.swe.probe import Outcome
 from jointrl.envs.swe.project import Project, Test
-
-if TYPE_CHECKING:
-    from jointrl.envs.swe.task import Bug
 
 
 def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidden: bool) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from jointrl.envs.swe import issue, probe, project
+from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.catalog import FAMILIES
 from jointrl.envs.swe.family import Family
 from jointrl.envs.swe.mutation import Mutation, inverse_edit, mutations
@@ -33,18 +34,6 @@ LEVELS = {
     "hard": Level(modules=5, bugs=2, hide_failing=True, pointed=False),
 }
 MAX_TRIES = 60  # mutants tried per bug before giving up on a module
-
-
-@dataclass(frozen=True)
-class Bug:
-    """One injected bug: where, what, the edit that fixes it, and a failing test that shows it."""
-
-    module: str
-    mutation: Mutation
-    fix_old: str  # text in the buggy file, unique there
-    fix_new: str  # its reference text
-    example: Test
-    actual: probe.Outcome  # what the example gives with the bug(s) in place
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jointrl.envs import confine
+from jointrl.envs.sandbox import confine
 from jointrl.envs.sandbox import BashSession, Limits, RunResult, Sandbox, fresh_sandbox_from, sandbox_backend
 
 DEFAULT = sandbox_backend()

@@ -4,7 +4,7 @@ import pytest
 from jointrl.model.info import model_info
 from jointrl.model.presets import PRESETS, load_preset
 from jointrl.model.transformer import Transformer
-from jointrl.rl.cli import main
+from jointrl.rl.commands.cli import main
 
 
 def test_debug_counts_equal_a_real_build():

@@ -5,7 +5,7 @@ import pytest
 
 from jointrl.model.checkpoint import from_pretrained
 from jointrl.model.tokenizer import JointTokenizer
-from jointrl.rl.cli import main
+from jointrl.rl.commands.cli import main
 from jointrl.rl.evaluate import evaluate
 from jointrl.rl.recipe import load_recipe
 

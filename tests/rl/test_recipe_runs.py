@@ -4,7 +4,7 @@ import json
 import pytest
 
 from jointrl.model.checkpoint import from_pretrained
-from jointrl.rl.cli import main
+from jointrl.rl.commands.cli import main
 from jointrl.rl.recipe import load_recipe
 
 

@@ -2,9 +2,9 @@
 import pytest
 
 from jointrl.envs import registry
-from jointrl.rl.cli import main
+from jointrl.rl.commands.cli import main
 from jointrl.rl.recipe import load_recipe, shipped_recipes_dir
-from jointrl.rl.task_sampler import TaskSampler
+from jointrl.rl.rollout.task_sampler import TaskSampler
 
 SHIPPED = sorted(p.name for p in shipped_recipes_dir().glob("*.yaml"))
 SMALL = ["ep2_cpu.yaml", "gspo_async.yaml", "joint_grpo.yaml", "ppo_critic.yaml", "quickstart.yaml"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jointrl.rl.cli import main
+from jointrl.rl.commands.cli import main
 from jointrl.rl.run_checkpoint import latest_checkpoint
 
 RECIPE = [
@@ -34,7 +34,7 @@ TIMING = ("perf/",)
 
 
 def train_command(run_dir: Path, init: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "jointrl.rl.cli", "train", "ep2_cpu", *RECIPE,
+    return [sys.executable, "-m", "jointrl.rl.commands.cli", "train", "ep2_cpu", *RECIPE,
             f"tracking.run_dir={run_dir}", "--init", str(init), *extra]
 
 

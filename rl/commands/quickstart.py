@@ -1,0 +1,24 @@
+"""`jointrl quickstart [RECIPE] [KEY=VALUE...]`: cold start, held-out eval, joint RL, held-out eval again (CPU)."""
+from __future__ import annotations
+
+import argparse
+
+from jointrl.rl.commands.recipe import add_recipe_arguments
+
+DEFAULT_RECIPE = "quickstart"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `jointrl quickstart`."""
+    add_recipe_arguments(parser, default=DEFAULT_RECIPE)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `jointrl quickstart` command."""
+    from rich.console import Console
+
+    from jointrl.rl.quickstart import quickstart
+    from jointrl.rl.recipe import load_recipe
+
+    quickstart(load_recipe(args.recipe, args.overrides), Console(soft_wrap=True), args.recipe)
+    return 0

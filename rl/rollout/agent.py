@@ -1,0 +1,228 @@
+"""The agent loop: many multi-turn, tool-calling episodes played at once through one batched engine.
+
+Per episode: render the env's prompt with the chat template → generate a turn (thinking budget of the
+tier) → parse it → run its tool calls in the env (sandboxed there) → feed the tool results and the next
+generation prompt → ... until a final answer, max turns, the token budget or the wall-clock limit.
+
+The token sequence is built incrementally from exactly what was fed and sampled, never by rendering the
+conversation again, so the learner sees the sampled tokens (no re-tokenisation drift). The chat format
+only ever appends tokens turn after turn, which is what makes the fed continuation (tool results plus
+the next generation prompt) a plain suffix of the full rendering.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from jointrl.envs import registry
+from jointrl.envs.base import Env
+from jointrl.envs.episode import Episode
+from jointrl.model.chat import TOOL_CALL_ERROR_KINDS
+from jointrl.model.generate import SamplingParams
+from jointrl.model.tokenizer import JointTokenizer
+from jointrl.rl.config import RolloutConfig
+from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
+from jointrl.rl.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class Task:
+    """One episode to play."""
+
+    env_id: str
+    seed: int
+    tier: str
+    group_id: int = 0
+
+
+@dataclass
+class LoopLimits:
+    """Per-episode limits of the agent loop."""
+
+    think_budgets: dict[str, int]  # tier -> thinking tokens over the whole episode
+    max_turns: int = 8
+    max_new_tokens_per_turn: int = 1024
+    max_new_tokens_per_episode: int = 4096
+    episode_timeout_s: float = 600.0
+
+    @classmethod
+    def from_rollout(cls, rollout: RolloutConfig) -> "LoopLimits":
+        """The limits a recipe's rollout section sets."""
+        return cls(
+            think_budgets=rollout.tiers.model_dump(), max_turns=rollout.max_turns,
+            max_new_tokens_per_turn=rollout.max_new_tokens_per_turn,
+            max_new_tokens_per_episode=rollout.max_new_tokens_per_episode, episode_timeout_s=rollout.episode_timeout_s,
+        )
+
+
+@dataclass
+class _Live:
+    task: Task
+    env: Env
+    episode: Episode
+    messages: list[dict]  # the conversation as parsed, for the env-side record and the next rendering
+    tokens: list[int] = field(default_factory=list)
+    mask: list[float] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    routing: list[torch.Tensor] = field(default_factory=list)
+    topk: list[torch.Tensor] = field(default_factory=list)
+    generated: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class AgentLoop:
+    """Plays tasks to completion with one engine and returns their trajectories."""
+
+    def __init__(self, engine: Engine, tokenizer: JointTokenizer, limits: LoopLimits, sampling: SamplingParams):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.limits = limits
+        stops = (tokenizer.eot_id, tokenizer.eos_id)
+        self.sampling = SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, stop_ids=stops
+        )
+
+    def run(self, tasks: list[Task]) -> list[Trajectory]:
+        """Play every task; a task whose env fails comes back marked failed, never lost."""
+        live: dict[int, _Live] = {}
+        done: dict[int, Trajectory] = {}
+        for key, task in enumerate(tasks):
+            state = self._start(key, task)
+            if isinstance(state, Trajectory):
+                done[key] = state
+            else:
+                live[key] = state
+        while self.engine.busy:
+            for result in self.engine.step():
+                key = result.seq_id
+                finished = self._on_turn(key, live[key], result)
+                if finished:
+                    done[key] = self._finish(key, live.pop(key))
+        for key in list(live):  # cannot happen while the engine drains every submitted turn
+            done[key] = self._finish(key, live.pop(key), error="episode was left without a pending turn")
+        return [done[key] for key in range(len(tasks))]
+
+    def _start(self, key: int, task: Task) -> _Live | Trajectory:
+        spec = registry.spec(task.env_id)
+        episode = Episode(
+            env_id=task.env_id, domain=spec.domain, family=spec.family, difficulty=spec.difficulty,
+            seed=task.seed, tier=task.tier, group_id=task.group_id,
+            think_budget=self.limits.think_budgets.get(task.tier),
+        )
+        env = None
+        try:
+            env = registry.make(task.env_id)
+            obs = env.reset(task.seed)
+        except Exception as err:
+            if env is not None:
+                env.close()
+            episode.failed, episode.error = True, f"reset failed: {type(err).__name__}: {err}"
+            return Trajectory(episode, *(torch.zeros(0, dtype=d) for d in (torch.long, torch.float, torch.float, torch.long)))
+        episode.messages, episode.tools = list(obs.messages), obs.tools
+        state = _Live(task=task, env=env, episode=episode, messages=list(obs.messages))
+        prompt = self.tokenizer.render(state.messages, episode.tools, task.tier, add_generation_prompt=True)
+        self._feed(state, prompt)
+        self._submit(key, state, prompt)
+        return state
+
+    def _submit(self, key: int, state: _Live, feed: list[int]) -> None:
+        remaining = self.limits.max_new_tokens_per_episode - state.generated
+        budget = state.episode.think_budget
+        self.engine.submit(TurnRequest(
+            seq_id=key, feed=feed, max_new_tokens=min(self.limits.max_new_tokens_per_turn, remaining),
+            sampling=self.sampling,
+            think_budget=None if budget is None else max(0, budget - state.episode.think_tokens),
+        ))
+
+    def _feed(self, state: _Live, ids: list[int]) -> None:
+        state.tokens += ids
+        state.mask += [0.0] * len(ids)
+        state.logprobs += [0.0] * len(ids)
+        state.versions += [-1] * len(ids)
+
+    def _on_turn(self, key: int, state: _Live, result: TurnResult) -> bool:
+        """Record a finished turn; run its tool calls and queue the next turn, or return True when done."""
+        episode = state.episode
+        state.tokens += result.tokens
+        state.mask += [0.0 if forced else 1.0 for forced in result.forced]
+        state.logprobs += [0.0 if forced else lp for lp, forced in zip(result.logprobs, result.forced)]
+        state.versions += result.versions
+        if result.routing is not None:
+            state.routing.append(result.routing)
+        if result.sparse_topk is not None:
+            state.topk.append(result.sparse_topk)
+        state.generated += len(result.tokens)
+        episode.turns += 1
+        episode.think_tokens += result.think_tokens
+        episode.answer_tokens += len(result.tokens) - result.think_tokens
+
+        message = self.tokenizer.parse_assistant(result.tokens)
+        state.messages.append(message)
+        if result.finish_reason != "stop":
+            episode.truncated = True
+            return True
+        malformed = [e for e in message.get("parse_errors", []) if e["kind"] in TOOL_CALL_ERROR_KINDS]
+        if not message.get("tool_calls") and not malformed:
+            state.env.answer(message.get("content") or "")
+            episode.final_answer = message.get("content") or ""
+            return True
+        if episode.turns >= self.limits.max_turns or state.generated >= self.limits.max_new_tokens_per_episode:
+            episode.truncated = True
+            return True
+        if time.monotonic() - state.started > self.limits.episode_timeout_s:
+            episode.failed, episode.error = True, f"episode exceeded {self.limits.episode_timeout_s:g}s"
+            return True
+
+        tool_messages = self._run_tools(state, message, malformed)
+        before = self.tokenizer.render(state.messages, episode.tools, episode.tier)
+        state.messages += tool_messages
+        after = self.tokenizer.render(state.messages, episode.tools, episode.tier, add_generation_prompt=True)
+        feed = after[len(before):]
+        self._feed(state, feed)
+        self._submit(key, state, feed)
+        return False
+
+    def _run_tools(self, state: _Live, message: dict, malformed: list[dict]) -> list[dict]:
+        """Tool results in the order the calls were written; a malformed call gets its error in its place."""
+        started = time.monotonic()
+        calls = {int(c["id"].removeprefix("call_")): c for c in message.get("tool_calls", [])}
+        errors = {e["call_index"]: e for e in malformed}
+        results = []
+        for index in sorted(set(calls) | set(errors)):
+            if index in calls:
+                outcome = state.env.step(calls[index])
+                call_id = calls[index]["id"]
+            else:
+                outcome = state.env.reject_call(f"{errors[index]['kind']}: {errors[index]['detail']}")
+                call_id = f"call_{index}"
+            results.append({"role": "tool", "tool_call_id": call_id, "content": outcome.content})
+        timings = state.episode.timings
+        timings["tools"] = timings.get("tools", 0.0) + time.monotonic() - started
+        return results
+
+    def _finish(self, key: int, state: _Live, error: str | None = None) -> Trajectory:
+        self.engine.release(key)
+        episode = state.episode
+        episode.messages = state.messages
+        if error is not None:
+            episode.failed, episode.error = True, error
+        try:
+            started = time.monotonic()
+            episode.signals = state.env.signals()
+            episode.timings["verify"] = time.monotonic() - started
+        except Exception as err:
+            episode.failed, episode.error = True, f"signals failed: {type(err).__name__}: {err}"
+        finally:
+            state.env.close()
+        return Trajectory(
+            episode=episode,
+            tokens=torch.tensor(state.tokens, dtype=torch.long),
+            loss_mask=torch.tensor(state.mask),
+            behavior_logprobs=torch.tensor(state.logprobs),
+            policy_version=torch.tensor(state.versions, dtype=torch.long),
+            routed_experts=torch.cat(state.routing) if state.routing else None,
+            sparse_topk=torch.cat(state.topk) if state.topk else None,
+        )

@@ -1,0 +1,152 @@
+"""The rollout worker: one Ray actor holding a policy copy, the tokenizer, an engine and the agent loop.
+
+A worker starts without weights; the first `load_weights` (a WeightUpdate from jointrl.rl.rollout.weight_sync)
+fills them and sets the version every sampled token reports. With `rollout.mxfp4_experts` the copy holds
+its routed experts as MXFP4Experts; an update may carry experts either way and is converted on arrival.
+Envs are resolved here, inside the worker process: the registry loads the built-in domains and plugins
+by itself, and `env_setup` names extra "module:function" registrations to call first (as a plugin would).
+`run` plays a list of Tasks and returns their Trajectories in order; an env that fails comes back as a
+trajectory marked failed with its error (the agent loop's contract).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from jointrl.envs import registry
+from jointrl.model.checkpoint import use_mxfp4_experts_
+from jointrl.model.config import ModelConfig
+from jointrl.model.generate import SamplingParams
+from jointrl.model.mxfp4 import MXFP4Experts, dequantize_state_dict, mxfp4_state_dict
+from jointrl.model.tokenizer import JointTokenizer
+from jointrl.model.transformer import Transformer
+from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
+from jointrl.rl.config import RolloutConfig
+from jointrl.rl.rollout.engine import Engine
+from jointrl.rl.trajectory import Trajectory
+from jointrl.rl.rollout.weight_sync import WeightUpdate
+
+
+def sampling_params(rollout: RolloutConfig) -> SamplingParams:
+    """How the workers draw tokens, from the recipe's rollout section."""
+    return SamplingParams(temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k)
+
+
+@dataclass
+class WorkerInfo:
+    """What a worker reports about itself."""
+
+    pid: int
+    version: int  # weights version loaded, -1 before the first push
+    mxfp4_experts: bool  # every MoE layer holds its routed experts as MXFP4
+    env_ids: int  # env ids its registry resolves
+
+
+class RolloutWorker:
+    """Plays tasks with its own policy copy; meant to run as a Ray actor (see jointrl.rl.actor_group)."""
+
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        tokenizer: JointTokenizer,
+        rollout: RolloutConfig,
+        *,
+        max_rows: int = 32,
+        record_routing: bool = True,
+        env_setup: Sequence[str] = (),
+        threads: int | None = None,
+    ):
+        if threads is not None:
+            # One process per share of the machine: more intra-op threads than the share only contend.
+            torch.set_num_threads(threads)
+        for entry in env_setup:
+            registry.resolve(entry)()
+        # Load the registry now, not inside the first task's time limit.
+        self._n_env_ids = len(registry.env_ids())
+        model = Transformer(model_config)
+        self.mxfp4_experts = rollout.mxfp4_experts
+        if self.mxfp4_experts:
+            use_mxfp4_experts_(model)
+        self.model = model.eval().requires_grad_(False)
+        self.engine = Engine(
+            self.model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows,
+            record_routing=record_routing, generator=torch.Generator(), pad_id=tokenizer.pad_id,
+        )
+        self.engine.version = -1
+        self.loop = AgentLoop(self.engine, tokenizer, LoopLimits.from_rollout(rollout), sampling_params(rollout))
+        self._expected = self._own_keys()
+        self._loaded = False
+
+    def _own_keys(self) -> set[str]:
+        # Names the model holds once; a tied head shares its storage with the embedding and needs no push.
+        names, seen = set(), set()
+        for name, tensor in self.model.state_dict().items():
+            key = (tensor.data_ptr(), tuple(tensor.shape))
+            if key not in seen:
+                seen.add(key)
+                names.add(name)
+        return names
+
+    def load_weights(self, update: WeightUpdate) -> int:
+        """Load a published update bucket by bucket and take on its version; returns the version."""
+        if update.version < self.engine.version:
+            raise ValueError(f"weights version {update.version} is older than the loaded version {self.engine.version}")
+        assert not self.engine.busy, "weights change only between runs"
+        # Until every bucket is in, the copy is a mix of two versions and must not sample.
+        self._loaded = False
+        received: set[str] = set()
+        for bucket in update.buckets():
+            bucket = self._convert(bucket)
+            _, unexpected = self.model.load_state_dict(bucket, strict=False)
+            if unexpected:
+                extra = sorted(unexpected)[:5]
+                raise ValueError(f"weights version {update.version} has tensors this model lacks: {extra}")
+            received |= bucket.keys()
+        missing = self._expected - received
+        if missing:
+            example = sorted(missing)[:5]
+            raise ValueError(f"weights version {update.version} lacks {len(missing)} tensors, e.g. {example}")
+        self.engine.version = update.version
+        self._loaded = True
+        return update.version
+
+    def _convert(self, bucket: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # The update's expert format need not match this copy's: quantize or decode on arrival.
+        if self.mxfp4_experts:
+            return mxfp4_state_dict(bucket)
+        return dequantize_state_dict(bucket, dtype=self.model.embed.weight.dtype)
+
+    def run(self, tasks: list[Task], seed: int | None = None, temperature: float | None = None) -> list[Trajectory]:
+        """Play every task to the end; trajectories in task order (failed envs marked failed, never dropped).
+
+        `temperature` overrides the recipe's for this call only (evaluation samples greedily or cooler).
+        """
+        if not self._loaded:
+            raise RuntimeError("this rollout worker has no weights yet: push a WeightUpdate before running tasks")
+        if seed is not None:
+            self.engine.generator.manual_seed(seed)
+        default = self.loop.sampling
+        if temperature is not None:
+            self.loop.sampling = replace(default, temperature=temperature)
+        try:
+            return self.loop.run(list(tasks))
+        finally:
+            self.loop.sampling = default
+
+    @torch.no_grad()
+    def logits(self, tokens: list[int]) -> torch.Tensor:
+        """The policy copy's logits [T, V] over one token sequence (to check what a push delivered)."""
+        return self.model(torch.tensor([tokens])).logits[0]
+
+    def info(self) -> WorkerInfo:
+        """Process id, loaded version, expert format and registry size."""
+        experts = [self.model.layers[i].ffn.experts for i in self.model.moe_layers]
+        return WorkerInfo(
+            pid=os.getpid(),
+            version=self.engine.version,
+            mxfp4_experts=bool(experts) and all(isinstance(e, MXFP4Experts) for e in experts),
+            env_ids=self._n_env_ids,
+        )

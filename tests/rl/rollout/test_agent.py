@@ -1,0 +1,51 @@
+"""The agent loop: multi-turn tool-calling episodes whose tokens are exactly what a learner recomputes."""
+import torch
+
+from jointrl.model.generate import SamplingParams
+from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
+from jointrl.rl.rollout.engine import Engine
+from tests.rl.agent_envs import BROKEN, LOOKUP
+
+def play(lookup_policy, tasks, budgets=None):
+    model, tokenizer = lookup_policy
+    engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=3, record_routing=True)
+    limits = LoopLimits(think_budgets=budgets or {"low": 64}, max_turns=4, max_new_tokens_per_turn=48)
+    return AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=0)).run(tasks)
+
+
+def test_episodes_call_tools_and_tokens_reproduce_behaviour_logprobs(lookup_policy):
+    model, tokenizer = lookup_policy
+    trajectories = play(lookup_policy, [Task(LOOKUP, seed, "low", group_id=seed) for seed in range(4)])
+    assert sum(t.episode.turns >= 2 for t in trajectories) >= 2, [t.episode.turns for t in trajectories]
+    for t in trajectories:
+        # The learner-side forward over the returned tokens, replaying the recorded routing and selections.
+        with torch.no_grad():
+            out = model(t.tokens[None, :-1], routing=t.routed_experts[None], sparse_topk=t.sparse_topk[None])
+        logp = torch.log_softmax(out.logits[0], dim=-1).gather(-1, t.tokens[1:, None]).squeeze(-1)
+        mask = t.loss_mask[1:].bool()
+        assert mask.sum() > 0
+        torch.testing.assert_close(logp[mask], t.behavior_logprobs[1:][mask], atol=1e-4, rtol=1e-4)
+        # Rendering the recorded conversation gives back the very tokens (no re-tokenisation drift).
+        rendered = tokenizer.render(t.episode.messages, t.episode.tools, "low")
+        if not t.episode.truncated:
+            assert rendered == t.tokens.tolist()
+        assert (t.policy_version[t.loss_mask.bool()] == 0).all()
+
+
+def test_a_failing_env_is_marked_failed_and_others_finish(lookup_policy):
+    trajectories = play(lookup_policy, [Task(BROKEN, 0, "low"), Task(LOOKUP, 1, "low")])
+    assert trajectories[0].episode.failed and "generator crashed" in trajectories[0].episode.error
+    assert not trajectories[1].episode.failed and trajectories[1].episode.turns >= 1
+
+
+def test_tiny_thinking_budget_stops_thinking_and_an_answer_follows(lookup_policy):
+    _, tokenizer = lookup_policy
+    trajectories = play(lookup_policy, [Task(LOOKUP, s, "low") for s in range(3)], budgets={"low": 1})
+    for t in trajectories:
+        assert t.episode.think_tokens <= t.episode.turns * 1
+        # Every think block closes and something follows it in the turn.
+        ids = t.tokens.tolist()
+        for i, token in enumerate(ids):
+            if token == tokenizer.think_start_id:
+                close = ids.index(tokenizer.think_end_id, i)
+                assert close - i - 1 <= 1 and ids[close + 1] != tokenizer.eot_id or close + 1 < len(ids)

@@ -1,0 +1,103 @@
+"""The continuous-batching engine against naive full-forward loops, one sequence at a time."""
+import pytest
+import torch
+
+from jointrl.model.generate import SamplingParams
+from jointrl.model.presets import PRESETS
+from jointrl.model.transformer import Transformer
+from jointrl.rl.rollout.engine import Engine, TurnRequest
+
+THINK, END_THINK, EOT = 5, 6, 7
+GREEDY = SamplingParams(temperature=0)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return Transformer(PRESETS["debug"].model_copy(update={"index_topk": 4})).eval()
+
+
+def logits_of(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0]
+
+
+def naive_greedy(model, ids, n, stop=()):
+    ids, out = list(ids), []
+    for _ in range(n):
+        token = int(logits_of(model, ids)[-1].argmax())
+        ids.append(token)
+        out.append(token)
+        if token in stop:
+            break
+    return out
+
+
+def prompts(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(8, 512, (int(torch.randint(2, 14, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+
+
+def test_more_sequences_than_rows_each_equal_its_naive_loop(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=3)
+    ps = prompts(7, seed=1)
+    budgets = [3, 9, 5, 1, 8, 6, 4]
+    results = engine.run([TurnRequest(i, p, b, GREEDY) for i, (p, b) in enumerate(zip(ps, budgets))])
+    for i, (p, b, r) in enumerate(zip(ps, budgets, results)):
+        engine.release(i)
+        assert r.tokens == naive_greedy(model, p, b), i
+        reference = torch.log_softmax(logits_of(model, p + r.tokens), dim=-1)[len(p) - 1 : -1]
+        expected = reference.gather(-1, torch.tensor(r.tokens)[:, None]).squeeze(-1)
+        torch.testing.assert_close(torch.tensor(r.logprobs), expected, atol=1e-5, rtol=1e-5)
+        assert r.finish_reason == "length" and not any(r.forced)
+
+
+def test_multi_turn_appends_only_new_tokens_and_matches_the_whole_sequence(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2, record_routing=True)
+    p1, p2 = prompts(2, seed=2)
+    tool1, tool2 = [11, 12, 13], [21, 22]
+    history = {0: list(p1), 1: list(p2)}
+    first = engine.run([TurnRequest(0, p1, 4, GREEDY), TurnRequest(1, p2, 6, GREEDY)])
+    for r in first:
+        history[r.seq_id] += r.tokens
+    second = engine.run([TurnRequest(0, tool1, 5, GREEDY), TurnRequest(1, tool2, 3, GREEDY)])
+    for r, tool in zip(second, (tool1, tool2)):
+        before = history[r.seq_id] + tool
+        assert r.tokens == naive_greedy(model, before, len(r.tokens))
+        history[r.seq_id] = before + r.tokens
+    # Routing recorded over both turns covers every token fed: the whole sequence but its last token.
+    for seq_id in (0, 1):
+        fed = history[seq_id][:-1]
+        with torch.no_grad():
+            reference = model(torch.tensor([fed]))
+        turns = [r for r in first + second if r.seq_id == seq_id]
+        assert torch.equal(torch.cat([t.routing for t in turns]), reference.routing[0])
+        assert torch.equal(torch.cat([t.sparse_topk for t in turns]), reference.sparse_topk[0])
+
+
+def test_thinking_stops_at_the_budget_and_the_answer_follows(model):
+    # The policy never ends thinking by itself, so only the budget can close the block.
+    never_end = model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([END_THINK]), -1e9))
+    try:
+        engine = Engine(model, THINK, END_THINK, max_rows=4)
+        ps = [p + [THINK] for p in prompts(4, seed=3)]
+        budgets = [0, 2, 5, 7]
+        results = engine.run([TurnRequest(i, p, 12, GREEDY, think_budget=b) for i, (p, b) in enumerate(zip(ps, budgets))])
+    finally:
+        never_end.remove()
+    for budget, r in zip(budgets, results):
+        # Prompts end inside <think>: exactly `budget` thinking tokens, then the forced </think>, then more.
+        assert r.tokens[budget] == END_THINK and r.forced == [k == budget for k in range(len(r.tokens))]
+        assert r.think_tokens == budget and len(r.tokens) == 12
+        assert END_THINK not in r.tokens[:budget]
+
+
+def test_stop_tokens_per_request_and_bad_requests(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2)
+    p = prompts(1, seed=4)[0]
+    free = naive_greedy(model, p, 6)
+    stop = free[2]
+    r = engine.run([TurnRequest("a", p, 6, SamplingParams(temperature=0, stop_ids=(stop,)))])[0]
+    assert r.tokens == free[: free.index(stop) + 1] and r.finish_reason == "stop"
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        engine.submit(TurnRequest("b", p, 0, GREEDY))

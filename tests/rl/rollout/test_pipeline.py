@@ -1,0 +1,106 @@
+"""The rollout pipeline's staleness bound, with a fake manager and sampler (no Ray, no model)."""
+import threading
+import time
+
+import pytest
+import torch
+
+from jointrl.rl.rollout.agent import Task
+from jointrl.rl.rollout.pipeline import RolloutPipeline, step_seed
+
+
+class FakeSampler:
+    def __init__(self):
+        self.step = 0
+
+    def next_step(self):
+        self.step += 1
+        return [Task("reasoning/gcd-v0:default", self.step, "low", self.step)]
+
+    def state_dict(self):
+        return {"step": self.step}
+
+
+class FakeManager:
+    """Records which weights version played which step; playing takes `play_s`."""
+
+    chunk_timeout_s = 5.0
+
+    def __init__(self, play_s=0.0, fail_at=None):
+        self.version = None
+        self.played: list[tuple[int, int]] = []  # (task seed = step + 1, version)
+        self.pushes: list[int] = []
+        self.play_s, self.fail_at = play_s, fail_at
+        self.lock = threading.Lock()
+
+    def push_weights(self, state, version):
+        self.pushes.append(version)
+        self.version = version
+
+    def run(self, tasks, seed=0):
+        if self.fail_at is not None and tasks[0].seed == self.fail_at:
+            raise RuntimeError("worker exploded")
+        time.sleep(self.play_s)
+        self.played.append((tasks[0].seed, self.version))
+        return [f"trajectory of step {tasks[0].seed - 1}"]
+
+
+def drive(max_staleness, steps=6, learn_s=0.0, play_s=0.0):
+    """The trainer's loop shape: take batch s, 'train', publish version s + 1."""
+    manager = FakeManager(play_s=play_s)
+    pipeline = RolloutPipeline(
+        manager, FakeSampler(), run_seed=0, max_staleness=max_staleness, start_step=0, steps=steps
+    )
+    pipeline.publish({}, 0)
+    batches = []
+    for step in range(steps):
+        batch = pipeline.next()
+        assert batch.step == step
+        batches.append(batch)
+        time.sleep(learn_s)
+        pipeline.publish({"w": torch.tensor(float(step + 1))}, step + 1)
+    pipeline.close()
+    return manager, batches
+
+
+def test_synchronous_mode_plays_step_s_with_version_s():
+    manager, batches = drive(max_staleness=0)
+    assert [b.version for b in batches] == list(range(6))
+    assert manager.played == [(s + 1, s) for s in range(6)]
+    assert manager.pushes == list(range(6))
+    assert [b.sampler_state["step"] for b in batches] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_async_mode_runs_ahead_but_never_more_than_k_versions(k):
+    # A slow learner and fast workers: the workers run ahead as far as the bound lets them.
+    manager, batches = drive(max_staleness=k, learn_s=0.05)
+    for b in batches:
+        assert b.step - k <= b.version <= b.step
+    # Running ahead actually happened: some batch was played by an older version than its step.
+    assert any(b.version < b.step for b in batches)
+
+
+def test_an_exception_in_the_rollout_thread_reaches_the_caller():
+    pipeline = RolloutPipeline(
+        FakeManager(fail_at=2), FakeSampler(), run_seed=0, max_staleness=0, start_step=0, steps=4
+    )
+    pipeline.publish({}, 0)
+    assert pipeline.next().step == 0
+    pipeline.publish({}, 1)
+    with pytest.raises(RuntimeError, match="worker exploded"):
+        pipeline.next()
+    pipeline.close()
+
+
+def test_resuming_starts_at_the_given_step_and_seeds_differ_per_step():
+    manager = FakeManager()
+    pipeline = RolloutPipeline(manager, FakeSampler(), run_seed=3, max_staleness=0, start_step=4, steps=6)
+    pipeline.publish({}, 4)
+    assert pipeline.next().step == 4
+    pipeline.publish({}, 5)
+    assert pipeline.next().step == 5
+    pipeline.close()
+    assert manager.pushes == [4, 5]
+    seeds = {step_seed(3, s) for s in range(100)}
+    assert len(seeds) == 100 and step_seed(3, 7) == step_seed(3, 7) != step_seed(4, 7)
