@@ -21,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Mapping
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
 KINDS = ("dominance", "think_drift", "verifier_gap", "zero_variance")
 CORRECTNESS_TERMS = ("correctness", "resolved", "iou", "answer_match", "state_check", "partial_credit")
 
@@ -33,35 +35,55 @@ class RewardAlarmError(RuntimeError):
     """Raised when an alarm whose kind is in AlarmConfig.stop_on fires."""
 
 
-@dataclass(frozen=True)
-class AlarmConfig:
-    """Thresholds and windows of the alarms (see the module docstring for each rule)."""
+class AlarmConfig(BaseModel):
+    """Thresholds and windows of the alarms (see the module docstring for each rule); a recipe's `rewards.alarms`."""
 
-    dominance_share: float = 0.9
-    dominance_patience: int = 10
-    dominance_exempt: tuple[str, ...] = CORRECTNESS_TERMS
-    drift_window: int = 10
-    think_rise: float = 0.25
-    reward_gain: float = 0.01
-    verifier_pairs: tuple[tuple[str, str], ...] = (("success", "verified"),)
-    gap_window: int = 10
-    gap_margin: float = 0.05
-    zero_variance_patience: int = 20
-    zero_variance_tol: float = 1e-8
-    stop_on: tuple[str, ...] = ()
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self):
-        for name in ("dominance_patience", "drift_window", "gap_window", "zero_variance_patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"alarm setting {name} must be >= 1, got {getattr(self, name)}")
-        if not 0 < self.dominance_share <= 1:
-            raise ValueError(f"alarm setting dominance_share must be in (0, 1], got {self.dominance_share}")
-        for name in ("think_rise", "gap_margin", "zero_variance_tol"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"alarm setting {name} must be >= 0, got {getattr(self, name)}")
-        unknown = [kind for kind in self.stop_on if kind not in KINDS]
+    dominance_share: float = Field(0.9, description="A non-correctness term whose share of |total| exceeds this ...")
+    dominance_patience: int = Field(10, description="... for this many consecutive steps fires the dominance alarm.")
+    dominance_exempt: tuple[str, ...] = Field(CORRECTNESS_TERMS, description="Terms allowed to dominate their domain.")
+    drift_window: int = Field(10, description="Steps compared for think-length drift.")
+    think_rise: float = Field(0.25, description="Relative rise of think tokens over the window that counts as drift ...")
+    reward_gain: float = Field(0.01, description="... unless the mean reward gained at least this much.")
+    verifier_pairs: tuple[tuple[str, str], ...] = Field(
+        (("success", "verified"),), description="(claimed signal, independent check) pairs the verifier-gap alarm compares."
+    )
+    gap_window: int = Field(10, description="Steps over which a reward signal and its verifier check are compared.")
+    gap_margin: float = Field(0.05, description="Rise of a signal beyond its verifier's rise that fires the alarm.")
+    zero_variance_patience: int = Field(20, description="Steps of zero reward variance in an env before it alarms.")
+    zero_variance_tol: float = Field(1e-8, description="Reward std at or below which an env counts as zero-variance.")
+    stop_on: tuple[str, ...] = Field((), description="Alarm kinds that stop the run instead of only warning.")
+
+    # Field validators (not one model check) so a recipe error points at the offending key's own line.
+    @field_validator("dominance_patience", "drift_window", "gap_window", "zero_variance_patience")
+    @classmethod
+    def _at_least_one(cls, value: int, info: ValidationInfo) -> int:
+        if value < 1:
+            raise ValueError(f"alarm setting {info.field_name} must be >= 1, got {value}")
+        return value
+
+    @field_validator("dominance_share")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0 < value <= 1:
+            raise ValueError(f"alarm setting dominance_share must be in (0, 1], got {value}")
+        return value
+
+    @field_validator("think_rise", "gap_margin", "zero_variance_tol")
+    @classmethod
+    def _non_negative(cls, value: float, info: ValidationInfo) -> float:
+        if value < 0:
+            raise ValueError(f"alarm setting {info.field_name} must be >= 0, got {value}")
+        return value
+
+    @field_validator("stop_on")
+    @classmethod
+    def _known_kinds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [kind for kind in value if kind not in KINDS]
         if unknown:
             raise ValueError(f"alarm setting stop_on names unknown kinds {unknown}; known: {', '.join(KINDS)}")
+        return value
 
 
 @dataclass(frozen=True)

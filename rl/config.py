@@ -13,6 +13,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 import jointrl.model.presets as presets
 import jointrl.rewards.registry as reward_registry
 from jointrl.model.config import ModelConfig
+from jointrl.rewards.alarms import AlarmConfig
 
 Tier = Literal["low", "high", "max"]
 AlgorithmName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "gspo"]
@@ -148,36 +149,6 @@ class RewardTerm(Section):
         return self
 
 
-class AlarmsConfig(Section):
-    """Guard-rail thresholds (rewards/alarms.py): each alarm is logged as a metric and a warning."""
-
-    dominance_share: float = Field(0.9, gt=0, le=1, description="A non-correctness term whose share of |total| exceeds this ...")
-    dominance_patience: int = Field(10, ge=1, description="... for this many consecutive steps fires the dominance alarm.")
-    drift_window: int = Field(10, ge=1, description="Steps compared for think-length drift.")
-    think_rise: float = Field(0.25, ge=0, description="Relative rise of think tokens over the window that counts as drift ...")
-    reward_gain: float = Field(0.01, description="... unless the mean reward gained at least this much.")
-    gap_window: int = Field(10, ge=1, description="Steps over which a reward signal and its verifier check are compared.")
-    gap_margin: float = Field(0.05, ge=0, description="Rise of a signal beyond its verifier's rise that fires the alarm.")
-    zero_variance_patience: int = Field(20, ge=1, description="Steps of zero reward variance in an env before it alarms.")
-    stop_on: list[str] = Field(default_factory=list, description="Alarm kinds that stop the run instead of only warning.")
-
-    @field_validator("stop_on")
-    @classmethod
-    def _known_kinds(cls, value: list[str]) -> list[str]:
-        from jointrl.rewards.alarms import KINDS
-
-        unknown = [kind for kind in value if kind not in KINDS]
-        if unknown:
-            raise ValueError(f"unknown alarm kinds {unknown}; known: {', '.join(KINDS)}")
-        return value
-
-    def to_alarm_config(self):
-        """The rewards package's AlarmConfig with these settings (its other fields at their defaults)."""
-        from jointrl.rewards.alarms import AlarmConfig
-
-        return AlarmConfig(**{**self.model_dump(), "stop_on": tuple(self.stop_on)})
-
-
 class RewardsConfig(Section):
     """How episodes are scored: weighted reward terms per domain, and how scores are normalised into one batch."""
 
@@ -207,7 +178,7 @@ class RewardsConfig(Section):
         "(1 = all history alike, 0 = this step only).",
     )
     by_tier: bool = Field(True, description="domain normalisation: separate running mean/std per tier within a domain.")
-    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="Reward-hacking and stagnation alarms.")
+    alarms: AlarmConfig = Field(default_factory=AlarmConfig, description="Reward-hacking and stagnation alarms.")
 
     @staticmethod
     def _list_problems(where: Loc, terms: list[RewardTerm]) -> list[tuple[Loc, str, Any]]:
@@ -300,17 +271,7 @@ class RolloutConfig(Section):
     )
     mxfp4_experts: bool = Field(False, description="Quantise routed experts to MXFP4 in the rollout policy copies.")
     episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock seconds before an episode is marked failed.")
-    gpus_per_worker: int = Field(
-        1, ge=1, description="Accelerators one rollout worker spreads its policy copy and cache over (`jointrl plan`)."
-    )
     max_rows: int = Field(32, ge=1, description="Sequences one worker's engine decodes at once (its cache rows).")
-    max_context: int | None = Field(
-        None, gt=0, description="Longest episode in tokens (prompt, turns, tool results) a worker's cache is sized "
-        "for by `jointrl plan`; null = model.max_seq_len."
-    )
-    gpu_mem_gib: float = Field(
-        80.0, gt=0, allow_inf_nan=False, description="Memory of one rollout accelerator in GiB (`jointrl plan`)."
-    )
 
     @model_validator(mode="after")
     def _check(self) -> RolloutConfig:
@@ -386,9 +347,6 @@ class LearnerConfig(Section):
     activation_checkpointing: bool = Field(
         False, description="Keep only each layer's input and recompute the layer in the backward pass."
     )
-    gpu_mem_gib: float = Field(
-        80.0, gt=0, allow_inf_nan=False, description="Memory of one learner accelerator in GiB (`jointrl plan`)."
-    )
 
     @field_validator("betas")
     @classmethod
@@ -443,12 +401,23 @@ class TrackingConfig(Section):
 
 
 class CheckpointConfig(Section):
-    """Periodic checkpoints and the exported result."""
+    """Periodic run checkpoints (`jointrl export --mxfp4` writes MXFP4 experts into an export)."""
 
     dir: str | None = Field(None, description="Checkpoint directory; null = checkpoints/ inside the run directory.")
     every: int = Field(50, ge=0, description="Steps between checkpoints (0 = never).")
     keep_last: int = Field(3, ge=1, description="Most recent complete checkpoints kept on disk.")
-    export_mxfp4: bool = Field(False, description="Quantise routed experts to MXFP4 when exporting.")
+
+
+class PlanConfig(Section):
+    """The hardware `jointrl plan` lays the recipe out on; nothing that runs a job reads it."""
+
+    learner_gpu_mem_gib: float = Field(80.0, gt=0, allow_inf_nan=False, description="Memory of one learner accelerator in GiB.")
+    rollout_gpu_mem_gib: float = Field(80.0, gt=0, allow_inf_nan=False, description="Memory of one rollout accelerator in GiB.")
+    gpus_per_worker: int = Field(1, ge=1, description="Accelerators one rollout worker spreads its policy copy and cache over.")
+    max_context: int | None = Field(
+        None, gt=0, description="Longest episode in tokens (prompt, turns, tool results) a worker's cache is sized for; "
+        "null = model.max_seq_len."
+    )
 
 
 def _unknown_preset_message(name: str) -> str:
@@ -493,7 +462,8 @@ class RunConfig(Section):
     learner: LearnerConfig = Field(default_factory=LearnerConfig, description="Learner ranks and optimizer.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Outer training loop.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="Metrics and run files.")
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpoints and export.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Run checkpoints.")
+    plan: PlanConfig = Field(default_factory=PlanConfig, description="Hardware of the layout `jointrl plan` prints.")
 
     @field_validator("model", mode="before")
     @classmethod

@@ -28,9 +28,9 @@ Learner rank, with R = learner.ranks, E = learner.ep_size, w = 2 bytes (bf16) or
                                              copies sent to its k experts, each expert's gate, up, product
   reserve      RESERVE_GIB                   CUDA context, communication buffers, allocator fragmentation
 
-Rollout worker, spread over G = rollout.gpus_per_worker GPUs:
+Rollout worker, spread over G = plan.gpus_per_worker GPUs:
   weights      (P_d * 2 + P_e * b_e) / G     b_e = 4.25 bits (MXFP4 with rollout.mxfp4_experts) or 2 bytes
-  cache        rollout.max_rows * (latent KV + index keys of S/L layers at rollout.max_context tokens
+  cache        rollout.max_rows * (latent KV + index keys of S/L layers at plan.max_context tokens
                + recurrent and conv state of K layers) / G
   reserve      RESERVE_GIB
 GPUs needed = R + rollout.workers * G. The decode working set (one token per row) is small next to these.
@@ -134,10 +134,10 @@ def make_plan(cfg: RunConfig, gpu_mem_gib: float | None = None) -> Plan:
     if gpu_mem_gib is not None and not gpu_mem_gib > 0:
         raise ValueError(f"--gpu-mem-gib must be positive, got {gpu_mem_gib}")
     model, learner, rollout = cfg.model, cfg.learner, cfg.rollout
-    context = rollout.max_context if rollout.max_context is not None else model.max_seq_len
+    context = cfg.plan.max_context if cfg.plan.max_context is not None else model.max_seq_len
     if context > model.max_seq_len:
         raise ValueError(
-            f"rollout.max_context={context} exceeds the model's max_seq_len={model.max_seq_len}"
+            f"plan.max_context={context} exceeds the model's max_seq_len={model.max_seq_len}"
         )
     info = model_info(model, context=context)
     total, routed = info.total_params, info.routed_expert_params
@@ -155,9 +155,9 @@ def make_plan(cfg: RunConfig, gpu_mem_gib: float | None = None) -> Plan:
             "activations": float(activation_bytes(cfg)),
             "reserve": RESERVE_GIB * GIB,
         },
-        capacity_gib=gpu_mem_gib if gpu_mem_gib is not None else learner.gpu_mem_gib,
+        capacity_gib=gpu_mem_gib if gpu_mem_gib is not None else cfg.plan.learner_gpu_mem_gib,
     )
-    g = rollout.gpus_per_worker
+    g = cfg.plan.gpus_per_worker
     weights = info.weights_mxfp4_bytes if rollout.mxfp4_experts else info.weights_bf16_bytes
     rollout_plan = DevicePlan(
         role="rollout worker",
@@ -167,6 +167,6 @@ def make_plan(cfg: RunConfig, gpu_mem_gib: float | None = None) -> Plan:
             "KV / state cache": rollout.max_rows * (info.attn_cache_bytes + info.kda_state_bytes) / g,
             "reserve": RESERVE_GIB * GIB,
         },
-        capacity_gib=gpu_mem_gib if gpu_mem_gib is not None else rollout.gpu_mem_gib,
+        capacity_gib=gpu_mem_gib if gpu_mem_gib is not None else cfg.plan.rollout_gpu_mem_gib,
     )
     return Plan(learner_plan, rollout_plan, total, routed, context)

@@ -184,9 +184,7 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         free = int(ray.available_resources().get("CPU", 0))
         learner_placement = Placement(num_cpus=max(1, min(wanted, (free - workers) // ranks)))
     learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
-    sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(
-        cfg.rewards.alarms.to_alarm_config()
-    )
+    sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(cfg.rewards.alarms)
     start_step, run_id = 0, None
     if trainer_state:
         learner.load(saved / "learner")

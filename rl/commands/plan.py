@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recipe_arguments(parser)
     parser.add_argument(
         "--gpu-mem-gib", type=float, default=None,
-        help="memory of every GPU in GiB (default: learner.gpu_mem_gib and rollout.gpu_mem_gib of the recipe)",
+        help="memory of every GPU in GiB (default: the recipe's plan.learner_gpu_mem_gib and plan.rollout_gpu_mem_gib)",
     )
 
 
@@ -31,7 +31,7 @@ def print_plan(plan: Plan, cfg: RunConfig, console) -> None:
         f"routed experts\nlearner: {learner.ranks} ranks, EP {learner.ep_size}, ZeRO {learner.zero_stage}, "
         f"{learner.dtype}, {learner.micro_batch_tokens:,} tokens per micro-batch, activation checkpointing "
         f"{'on' if learner.activation_checkpointing else 'off'}\nrollout: {rollout.workers} workers x "
-        f"{rollout.gpus_per_worker} GPUs, {rollout.max_rows} rows x {plan.context:,} tokens, experts "
+        f"{cfg.plan.gpus_per_worker} GPUs, {rollout.max_rows} rows x {plan.context:,} tokens, experts "
         f"{'MXFP4' if rollout.mxfp4_experts else 'bf16'}",
         highlight=False,
     )
@@ -48,7 +48,7 @@ def print_plan(plan: Plan, cfg: RunConfig, console) -> None:
     table.add_row("GPUs", f"{plan.learner.gpus:,}", f"{plan.rollout.gpus:,}")
     console.print(table)
     verdict = "fits" if plan.fits else "does NOT fit"
-    console.print(f"{plan.gpus:,} GPUs ({plan.learner.gpus:,} learner + {rollout.workers} x {rollout.gpus_per_worker} "
+    console.print(f"{plan.gpus:,} GPUs ({plan.learner.gpus:,} learner + {rollout.workers} x {cfg.plan.gpus_per_worker} "
                   f"rollout); the plan {verdict}", highlight=False)
 
 

@@ -9,6 +9,7 @@ import jointrl.model.presets as presets
 from jointrl.envs.episode import Episode
 from jointrl.model.config import ModelConfig
 from jointrl.rewards import RewardMixer
+from jointrl.rewards.alarms import AlarmConfig
 from jointrl.rl.config import RunConfig, SeedRange
 
 
@@ -36,7 +37,7 @@ def test_walk_reaches_every_section():
     expected = {
         "RunConfig", "ModelConfig", "TokenizerConfig", "EnvsConfig", "EnvMixEntry", "SeedRange", "RewardsConfig",
         "RewardTerm", "RolloutConfig", "TierBudgets", "TierSelection", "AlgorithmConfig", "LearnerConfig",
-        "TrainerConfig", "SFTConfig", "TrackingConfig", "CheckpointConfig",
+        "TrainerConfig", "SFTConfig", "TrackingConfig", "CheckpointConfig", "PlanConfig", "AlarmConfig",
     }
     assert expected <= set(MODELS)
 
@@ -237,11 +238,13 @@ def test_rewards_section_builds_the_mixer():
     assert RewardMixer(mixer.table, normalization="none").mix([easy, hard, other]).raw == [2.0, 0.95, 0.0]
 
 
-def test_alarm_settings_map_onto_the_rewards_alarm_config():
+def test_the_recipe_alarm_section_is_the_rewards_alarm_config():
     cfg = RunConfig(model={"preset": "debug"}, rewards={"alarms": {"gap_margin": 0.2, "stop_on": ["verifier_gap"]}})
-    alarms = cfg.rewards.alarms.to_alarm_config()
+    alarms = cfg.rewards.alarms
+    assert isinstance(alarms, AlarmConfig)
     assert alarms.gap_margin == 0.2 and alarms.stop_on == ("verifier_gap",)
-    with pytest.raises(ValidationError, match="unknown alarm kinds"):
+    assert alarms.drift_window == AlarmConfig().drift_window == 10  # unset keys keep the rewards package's defaults
+    with pytest.raises(ValidationError, match="unknown kinds"):
         RunConfig(model={"preset": "debug"}, rewards={"alarms": {"stop_on": ["panic"]}})
 
 
@@ -250,3 +253,10 @@ def test_self_baselined_algorithms_refuse_group_normalisation(algorithm):
     with pytest.raises(ValidationError, match="would std-scale"):
         RunConfig(model={"preset": "debug"}, algorithm={"name": algorithm}, rewards={"normalization": "group"})
     RunConfig(model={"preset": "debug"}, algorithm={"name": algorithm}, rewards={"normalization": "domain"})
+
+
+@pytest.mark.parametrize("key", ["checkpoint.export_mxfp4", "rollout.gpu_mem_gib", "learner.gpu_mem_gib", "rollout.max_context"])
+def test_keys_nothing_reads_are_gone_from_their_old_sections(key):
+    section, field = key.split(".")
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        RunConfig(model={"preset": "debug"}, **{section: {field: 1}})

@@ -61,8 +61,9 @@ def test_learner_fp32_with_activation_checkpointing_by_hand():
 
 
 def test_rollout_worker_memory_by_hand():
-    rollout = {"workers": 3, "gpus_per_worker": 2, "max_rows": 4, "max_context": 256, "mxfp4_experts": True}
-    plan = make_plan(_debug(rollout=rollout))
+    rollout = {"workers": 3, "max_rows": 4, "mxfp4_experts": True}
+    hardware = {"gpus_per_worker": 2, "max_context": 256}
+    plan = make_plan(_debug(rollout=rollout, plan=hardware))
     items = plan.rollout.items
     # bf16 non-expert weights + 4.25-bit experts, over 2 GPUs.
     assert items["weights"] == (DEBUG_DENSE * 2 + DEBUG_ROUTED * 4.25 / 8) / 2
@@ -71,13 +72,13 @@ def test_rollout_worker_memory_by_hand():
     per_sequence = 192 * 256 + 2 * (2 * 16 * 16 * 4 + 3 * 3 * 32 * 2)
     assert items["KV / state cache"] == 4 * per_sequence / 2
     assert plan.rollout.gpus == 6 and plan.gpus == 1 + 6
-    bf16 = make_plan(_debug(rollout={**rollout, "mxfp4_experts": False})).rollout.items["weights"]
+    bf16 = make_plan(_debug(rollout={**rollout, "mxfp4_experts": False}, plan=hardware)).rollout.items["weights"]
     assert bf16 == DEBUG_TOTAL * 2 / 2
 
 
 def test_context_beyond_the_model_is_refused():
     with pytest.raises(ValueError, match="max_context=1024 exceeds the model's max_seq_len=512"):
-        make_plan(_debug(rollout={"max_context": 1024}))
+        make_plan(_debug(plan={"max_context": 1024}))
 
 
 def test_plan_command_exit_code_says_whether_it_fits(capsys):
@@ -99,6 +100,6 @@ def test_full_scale_recipe_plans_on_the_meta_device_and_fits():
     assert plan.learner.items["weights"] == (dense + routed / 800) * 2
     assert plan.learner.items["optimizer states"] == plan.total_params / 800 * 12
     assert plan.fits and plan.learner.total < 141 * GIB and plan.rollout.total < 141 * GIB
-    assert plan.gpus == cfg.learner.ranks + cfg.rollout.workers * cfg.rollout.gpus_per_worker
+    assert plan.gpus == cfg.learner.ranks + cfg.rollout.workers * cfg.plan.gpus_per_worker
     # The same layout on 80 GiB GPUs does not fit: the replicated dense weights alone take 52.5 GiB.
     assert not replace(plan.learner, capacity_gib=80).fits
