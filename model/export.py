@@ -57,14 +57,19 @@ def kimi_linear_incompatibility(cfg: ModelConfig) -> str | None:
             f"layer {cfg.layer_pattern.index('S')} is gated sparse attention (S); kimi_linear has only "
             "delta attention (K) and latent attention (L) layers"
         )
-    has_mla = "L" in cfg.layer_pattern
-    if has_mla and cfg.attn_output_gate:
+    if "L" not in cfg.layer_pattern:
+        return (
+            "no latent-attention (L) layer: transformers' kimi_linear cache counts the tokens seen on its "
+            "full-attention layers only, so without one its forward() and generate() fail with the default "
+            "use_cache=True"
+        )
+    if cfg.attn_output_gate:
         return "attn_output_gate=True: kimi_linear's latent attention has no output gate"
-    if has_mla and cfg.qk_rope_dim != 0:
+    if cfg.qk_rope_dim != 0:
         return (
             f"qk_rope_dim={cfg.qk_rope_dim}: kimi_linear never applies rotary, so latent attention must be NoPE (0)"
         )
-    if has_mla and cfg.norm_eps != KIMI_LINEAR_LATENT_NORM_EPS:
+    if cfg.norm_eps != KIMI_LINEAR_LATENT_NORM_EPS:
         return (
             f"norm_eps={cfg.norm_eps}: kimi_linear normalises the latent-attention query and KV latents with a "
             f"fixed eps of {KIMI_LINEAR_LATENT_NORM_EPS}, so norm_eps must equal it"

@@ -19,6 +19,8 @@ from jointrl.model.export import (
     export_target,
     kimi_linear_incompatibility,
 )
+from jointrl.model.generate import SamplingParams
+from jointrl.model.generate import generate as jointrl_generate
 from jointrl.model.moe import RoutedExperts
 from jointrl.model.mxfp4 import MXFP4Experts, dequantize_mxfp4
 from jointrl.model.presets import PRESETS
@@ -32,9 +34,14 @@ KIMI_VARIANTS = {
     # Direct query projection, no dense layer, two expert groups, tied embeddings (written untied).
     "no_q_lora_grouped_tied": {"q_lora_rank": 0, "first_dense_layers": 0, "n_groups": 2, "tie_embeddings": True},
 }
-# fp32; logits have std ~1. Measured max |diff| 8e-6: the delta rule and expert sums run in other orders.
+# fp32; logits have std ~1. Measured max |diff| 8e-6 (KLKL) to 1.3e-5 (KKLKL): the delta rule and expert sums
+# run in other orders.
 KIMI_ATOL = 1e-4
 B, T, PAD = 2, 24, 5
+# Layer patterns the default export must run in transformers: no latent attention, and latent attention
+# first or between delta layers.
+DEFAULT_EXPORT_PATTERNS = ["KKK", "KKLKL", "LKLLK"]
+DEFAULT_GENERATE_STEPS = 20
 
 
 def build(update: dict | None = None, preset: str = "debug") -> Transformer:
@@ -97,6 +104,7 @@ def tokenizer():
     "preset, update, reason",
     [
         ("debug", {}, "layer 1 is gated sparse attention"),
+        (KIMI_PRESET, {"layer_pattern": "KKK"}, "no latent-attention (L) layer"),
         (KIMI_PRESET, {"attn_output_gate": True}, "no output gate"),
         (KIMI_PRESET, {"qk_rope_dim": 8}, "never applies rotary"),
         (KIMI_PRESET, {"norm_eps": 1e-5}, "fixed eps of 1e-06"),
@@ -105,7 +113,7 @@ def tokenizer():
         (KIMI_PRESET, {"n_shared": 0}, "has a shared expert"),
         (KIMI_PRESET, {"n_groups": 8, "topk_groups": 2}, "groups need at least 2"),
     ],
-    ids=["debug_dsa", "gate", "rope", "eps", "gate_rank", "softmax", "no_shared", "groups_of_one"],
+    ids=["debug_dsa", "no_latent", "gate", "rope", "eps", "gate_rank", "softmax", "no_shared", "groups_of_one"],
 )
 def test_incompatibility_names_the_reason(preset, update, reason):
     cfg = PRESETS[preset].model_copy(update=update)
@@ -165,6 +173,31 @@ def test_kimi_linear_export_loads_natively_in_transformers(variant, tmp_path):
     torch.testing.assert_close(padded[0, PAD:], logits(model, tokens[:1, PAD:])[0], atol=KIMI_ATOL, rtol=0)
     # transformers' cached decode (recurrent delta rule, conv state, latent KV cache) follows jointrl's greedy path.
     assert torch.equal(generate(hf, tokens[:1, :6]), greedy(model, tokens[:1, :6]))
+
+
+@pytest.mark.parametrize("preset", ["debug", KIMI_PRESET])
+@pytest.mark.parametrize("pattern", DEFAULT_EXPORT_PATTERNS)
+def test_default_export_runs_in_transformers_with_default_arguments(pattern, preset, tmp_path, tokenizer):
+    """What a user gets from `jointrl export` with no options: forward() and generate() as transformers calls them."""
+    model = build({"layer_pattern": pattern}, preset=preset)
+    target = export_target(model.cfg, "auto", False)
+    out = export_pretrained(model, tmp_path / "auto", tokenizer=tokenizer, target=target)
+    hf = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=target == "native")
+    # Unset (None) falls back to transformers' default, greedy; only True would sample.
+    assert hf.generation_config.do_sample is not True
+
+    tokens = tokens_for(model)
+    torch.testing.assert_close(logits(hf, tokens), logits(model, tokens), atol=KIMI_ATOL, rtol=0)
+
+    # Row 1: none of these seeded models reaches a stop token from it within the 20 steps, so all 20 are compared.
+    prompt = tokens[1:, :8]
+    with torch.no_grad():
+        continued = hf.generate(prompt, max_new_tokens=DEFAULT_GENERATE_STEPS)
+    stops = (tokenizer.eos_id, tokenizer.eot_id)
+    params = SamplingParams(temperature=0.0, max_new_tokens=DEFAULT_GENERATE_STEPS, stop_ids=stops)
+    expected = jointrl_generate(model, prompt.tolist(), params)[0]
+    assert expected.finish_reason == "length"
+    assert continued[0, prompt.shape[1]:].tolist() == expected.tokens
 
 
 class BrokenTokenizer:
