@@ -303,8 +303,14 @@ class AlgorithmConfig(Section):
     kl_coef: float = Field(0.0, ge=0, description="Weight of the KL term (0 = no reference policy).")
     kl_mode: Literal["loss", "reward"] = Field("loss", description="Apply KL as a loss term or subtract it from the reward.")
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
-    loss_agg: Literal["token", "sequence"] = Field(
-        "token", description="token = mean over all tokens of the batch; sequence = mean per sequence, then over sequences."
+    loss_agg: Literal["token", "sequence", "token_sum_constant"] | None = Field(
+        None, description="token = mean over all tokens of the batch; sequence = mean per sequence, then over "
+        "sequences; token_sum_constant = sum over tokens / (sequences x loss_token_budget) (Dr. GRPO); null = the "
+        "algorithm's own (token_sum_constant for dr_grpo, token otherwise)."
+    )
+    loss_token_budget: int | None = Field(
+        None, gt=0, description="The constant of token_sum_constant: generated tokens one sequence may have; "
+        "null = rollout.max_new_tokens_per_episode."
     )
     tis_cap: float | None = Field(
         2.0, ge=1, description="Cap C of truncated importance weights min(pi_old / pi_behaviour, C); null = off."
@@ -504,6 +510,13 @@ class RunConfig(Section):
                 f"algorithm {self.algorithm.name!r} builds its own baseline without std scaling; group normalisation "
                 "would std-scale its rewards anyway: use 'none' or 'domain'",
                 self.rewards.normalization,
+            ))
+        if self.rollout.max_staleness > 0 and self.algorithm.tis_cap is None:
+            problems.append((
+                ("algorithm", "tis_cap"),
+                f"rollout.max_staleness={self.rollout.max_staleness} trains on tokens sampled by older policies; "
+                "without truncated importance weights nothing corrects for them: set tis_cap (e.g. 2.0)",
+                self.algorithm.tis_cap,
             ))
         raise_at("RunConfig", problems)
         return self

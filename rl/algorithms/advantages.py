@@ -90,21 +90,43 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor, valid: Tensor) -> Tensor
     return torch.where(keep, advantage, torch.zeros_like(advantage))
 
 
-def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+def masked_moments(x: Tensor, mask: Tensor) -> Tensor:
+    """[count, sum, sum of squares] of x where mask != 0, in float64: statistics that add over pieces of a batch."""
+    if mask.shape != x.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} does not match x shape {tuple(x.shape)}")
+    keep = mask != 0
+    values = torch.where(keep, x.detach(), torch.zeros_like(x)).to(torch.float64)
+    return torch.stack([keep.sum().to(torch.float64), values.sum(), (values * values).sum()])
+
+
+def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8, moments: Tensor | None = None) -> Tensor:
     """Masked whitening: (x - mu) / (sigma + eps), with mu and sigma the mean and population std of x where
     mask != 0; entries where mask == 0 are set to 0. Any shape; mask has x's shape. An empty mask gives 0.
 
-    The normalisation REINFORCE++ (Hu 2025) applies to the advantages of the whole batch.
+    With `moments` ([count, sum, sum of squares] from `masked_moments`, summed over every piece of a batch),
+    mu and sigma are those of the whole batch, so whitening one piece gives exactly its slice of the whole
+    batch's whitening, however the batch was cut. The normalisation REINFORCE++ (Hu 2025) applies to the
+    advantages of the whole batch, and PPO implementations to the GAE advantages of the whole batch.
     """
     if mask.shape != x.shape:
         raise ValueError(f"mask shape {tuple(mask.shape)} does not match x shape {tuple(x.shape)}")
     keep = mask != 0
-    n = keep.sum().clamp(min=1).to(x.dtype)
     zero = torch.zeros_like(x)
-    mean = torch.where(keep, x, zero).sum() / n
-    centred = torch.where(keep, x - mean, zero)
-    std = ((centred * centred).sum() / n).sqrt()
-    return centred / (std + eps)
+    if moments is None:
+        n = keep.sum().clamp(min=1).to(x.dtype)
+        mean = torch.where(keep, x, zero).sum() / n
+        centred = torch.where(keep, x - mean, zero)
+        std = ((centred * centred).sum() / n).sqrt()
+        return centred / (std + eps)
+    if tuple(moments.shape) != (3,):
+        raise ValueError(f"moments must be [count, sum, sum of squares], got shape {tuple(moments.shape)}")
+    count, total, squares = moments.to(torch.float64).unbind()
+    n = count.clamp(min=1)
+    mean = total / n
+    # E[x^2] - mean^2 can round a little below 0 when every value is equal.
+    std = (squares / n - mean * mean).clamp(min=0).sqrt()
+    centred = torch.where(keep, x - mean.to(x.dtype), zero)
+    return centred / (std.to(x.dtype) + eps)
 
 
 def reinforce_pp_advantages(rewards: Tensor, group_ids: Tensor, valid: Tensor, eps: float = 1e-6) -> Tensor:

@@ -223,12 +223,25 @@ def _masked(loss_tok: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask != 0, loss_tok * mask, torch.zeros_like(loss_tok))
 
 
-def _token_share(loss_tok: Tensor, mask: Tensor, total_tokens: float, total_sequences: float) -> Tensor:
+def _token_share(
+    loss_tok: Tensor, mask: Tensor, total_tokens: float, total_sequences: float, token_budget: float | None
+) -> Tensor:
     """sum_{n,t} loss * mask / total_tokens."""
     return _masked(loss_tok, mask).sum() / total_tokens
 
 
-def _sequence_share(loss_tok: Tensor, mask: Tensor, total_tokens: float, total_sequences: float) -> Tensor:
+def _token_sum_constant_share(
+    loss_tok: Tensor, mask: Tensor, total_tokens: float, total_sequences: float, token_budget: float | None
+) -> Tensor:
+    """sum_{n,t} loss * mask / (total_sequences * token_budget)."""
+    if token_budget is None or not token_budget > 0:
+        raise ValueError(f"token_sum_constant aggregation needs a token_budget > 0, got {token_budget!r}")
+    return _masked(loss_tok, mask).sum() / (total_sequences * token_budget)
+
+
+def _sequence_share(
+    loss_tok: Tensor, mask: Tensor, total_tokens: float, total_sequences: float, token_budget: float | None
+) -> Tensor:
     """sum_n (sum_t loss * mask / sum_t mask) / total_sequences; a sequence with no mask tokens adds 0."""
     n_tokens = mask.sum(-1)  # [N]
     has_tokens = n_tokens > 0
@@ -237,17 +250,27 @@ def _sequence_share(loss_tok: Tensor, mask: Tensor, total_tokens: float, total_s
     return per_sequence.sum() / total_sequences
 
 
-AGGREGATIONS: dict[str, Callable[[Tensor, Tensor, float, float], Tensor]] = {
+AGGREGATIONS: dict[str, Callable[[Tensor, Tensor, float, float, float | None], Tensor]] = {
     "token": _token_share,
     "sequence": _sequence_share,
+    "token_sum_constant": _token_sum_constant_share,
 }
 
 
-def aggregate(loss_tok: Tensor, mask: Tensor, mode: str, total_tokens: float, total_sequences: float) -> Tensor:
+def aggregate(
+    loss_tok: Tensor, mask: Tensor, mode: str, total_tokens: float, total_sequences: float,
+    token_budget: float | None = None,
+) -> Tensor:
     """This micro-batch's share of the whole-batch mean of a per-token term.
 
-    token:    sum_{n,t} loss_{n,t} m_{n,t} / total_tokens                               (DAPO's token-level mean)
-    sequence: sum_n [sum_t loss_{n,t} m_{n,t} / sum_t m_{n,t}] / total_sequences  (GRPO's per-sequence mean)
+    token:              sum_{n,t} loss_{n,t} m_{n,t} / total_tokens                 (DAPO's token-level mean)
+    sequence:           sum_n [sum_t loss_{n,t} m_{n,t} / sum_t m_{n,t}] / total_sequences  (GRPO's)
+    token_sum_constant: sum_{n,t} loss_{n,t} m_{n,t} / (total_sequences * token_budget)    (Dr. GRPO's)
+
+    Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training", Sec. 3.1) replaces GRPO's 1/|o_i|
+    with one constant, the generation budget, so neither a sequence's length nor the batch's token count
+    scales its tokens' gradient: (1/G) sum_i sum_t l_{i,t} / L_max. Here G = total_sequences and
+    L_max = token_budget (the generated-token budget of one episode).
 
     total_tokens (sum of the mask) and total_sequences (sequences with at least one mask token) are global:
     counted over every micro-batch and learner rank of the optimizer step. The shares then add up, over
@@ -265,7 +288,7 @@ def aggregate(loss_tok: Tensor, mask: Tensor, mode: str, total_tokens: float, to
     if loss_tok.dim() != 2:
         raise ValueError(f"loss_tok must be [N, T], got shape {tuple(loss_tok.shape)}")
     _check_shapes("loss_tok", loss_tok, mask=mask)
-    return AGGREGATIONS[mode](loss_tok, mask, total_tokens, total_sequences)
+    return AGGREGATIONS[mode](loss_tok, mask, total_tokens, total_sequences, token_budget)
 
 
 def mismatch_metrics(

@@ -39,11 +39,14 @@ class Algorithm:
     advantages: AdvantageFn | None
     policy_loss: str  # key of POLICY_LOSSES
     critic: bool
+    loss_agg: str = "token"  # the aggregation the algorithm is defined with, unless the recipe names another
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     "grpo": Algorithm("grpo", group_advantages, "ppo_clip", critic=False),
-    "dr_grpo": Algorithm("dr_grpo", partial(group_advantages, scale_std=False), "ppo_clip", critic=False),
+    "dr_grpo": Algorithm(
+        "dr_grpo", partial(group_advantages, scale_std=False), "ppo_clip", critic=False, loss_agg="token_sum_constant"
+    ),
     "rloo": Algorithm("rloo", rloo_advantages, "ppo_clip", critic=False),
     "reinforce_pp": Algorithm("reinforce_pp", reinforce_pp_advantages, "ppo_clip", critic=False),
     "ppo": Algorithm("ppo", None, "ppo_clip", critic=True),
@@ -162,7 +165,7 @@ def _check_inputs(cfg: AlgorithmConfig, x: LossInputs, algorithm: Algorithm) -> 
 
 
 def rl_loss(
-    cfg: AlgorithmConfig, x: LossInputs, total_tokens: float, total_sequences: float
+    cfg: AlgorithmConfig, x: LossInputs, total_tokens: float, total_sequences: float, token_budget: float | None = None
 ) -> tuple[Tensor, dict[str, float]]:
     """The loss of one micro-batch, as its share of the whole step's objective. In order:
 
@@ -172,7 +175,9 @@ def rl_loss(
     2. policy loss per token: POLICY_LOSSES[ALGORITHMS[cfg.name].policy_loss] (PPO-clip with clip-higher and
        dual-clip, or GSPO with the row's mean masked advantage as its sequence advantage);
     3. times truncated importance weights min(pi_old / pi_behaviour, tis_cap) at tis_level, when tis_cap is set;
-    4. aggregated with cfg.loss_agg; GSPO always aggregates per sequence, the level its objective is defined at;
+    4. aggregated with cfg.loss_agg, or when it is null the algorithm's own (`Algorithm.loss_agg`: Dr. GRPO's
+       constant normaliser total_sequences * token_budget, the token mean otherwise); GSPO always aggregates
+       per sequence, the level its objective is defined at;
     5. + kl_coef * aggregate(k_t) (same aggregation) when kl_coef > 0 and kl_mode is "loss";
     6. - entropy_coef * aggregate(entropy) (same aggregation) when entropy_coef > 0;
     7. + value_coef * aggregate(value_loss, "token") for algorithms with a critic.
@@ -191,11 +196,11 @@ def rl_loss(
     algorithm = _algorithm(cfg.name)
     policy = POLICY_LOSSES[algorithm.policy_loss]
     _check_inputs(cfg, x, algorithm)
-    mode = policy.loss_agg or cfg.loss_agg
+    mode = policy.loss_agg or cfg.loss_agg or algorithm.loss_agg
     mask = x.mask
 
     def share(term: Tensor, how: str = mode) -> Tensor:
-        return aggregate(term, mask, how, total_tokens, total_sequences)
+        return aggregate(term, mask, how, total_tokens, total_sequences, token_budget)
 
     stats: dict[str, Tensor] = {}
     kl_tok = None if x.ref_logprobs is None else kl_penalty(x.logprobs, x.ref_logprobs, cfg.kl_estimator)  # [N, T]

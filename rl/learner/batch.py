@@ -85,15 +85,17 @@ class LossTotals:
     tokens: float  # trained tokens: sum of loss_mask over predicted positions
     sequences: float  # sequences with at least one trained token
     positions: float  # fed positions (valid tokens); normalises the per-position aux losses
+    token_budget: float | None = None  # generated tokens one sequence may have (token_sum_constant's constant)
 
 
-def totals(samples: list[SequenceSample]) -> LossTotals:
+def totals(samples: list[SequenceSample], token_budget: float | None = None) -> LossTotals:
     """The step's LossTotals; pass the step's (or the mini-batch's) samples before splitting them over ranks."""
     trained = [float(s.loss_mask[1:].sum()) for s in samples]
     return LossTotals(
         tokens=sum(trained),
         sequences=float(sum(1 for t in trained if t > 0)),
         positions=float(sum(s.n_positions for s in samples)),
+        token_budget=token_budget,
     )
 
 

@@ -12,6 +12,10 @@ Routing replay (`replay`):
        step sees the routing of the weights the step started from.
 Replay fixes which experts / slots are used; the mixing weights and attention stay live and differentiable.
 
+The frozen reference policy of the KL term always routes on its own (`reference_logprobs`): the reference
+is a fixed distribution, and replaying the trained policy's routing into it would move the anchor with the
+policy's routers and hide router drift from the KL term altogether.
+
 Loss normalisation: rl_loss divides by the step's totals, so the per-micro-batch losses (and their
 gradients) add up over micro-batches and ranks to the loss of the whole step. The model's aux loss
 (indexer KL, optional balance loss) is a mean over the micro-batch's fed positions; it is weighted by the
@@ -20,12 +24,13 @@ micro-batch's share of the step's fed positions, so it too sums to a mean over t
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Callable
 
 import torch
 from torch import Tensor
 
 from jointrl.kernels.logprobs import token_logprobs
-from jointrl.rl.algorithms.advantages import gae, whiten
+from jointrl.rl.algorithms.advantages import gae, masked_moments, whiten
 from jointrl.rl.algorithms.table import ALGORITHMS, LossInputs, rl_loss
 from jointrl.rl.config import AlgorithmConfig
 from jointrl.rl.learner.critic import PolicyWithValue
@@ -119,6 +124,11 @@ def forward_micro_batch(
     )
 
 
+def reference_logprobs(reference: PolicyWithValue, mb: MicroBatch, *, temperature: float) -> Tensor:
+    """[B, T] log-probs of mb's targets under the frozen reference, which chooses its own experts and DSA slots."""
+    return forward_micro_batch(reference, mb, temperature=temperature, replay="off").logprobs
+
+
 def last_trained_position(mask: Tensor) -> tuple[Tensor, Tensor]:
     """(position [B] of each row's last mask != 0 entry, has_any [B] bool)."""
     on = mask != 0  # [B, T]
@@ -137,14 +147,53 @@ def token_rewards(mb: MicroBatch) -> Tensor:
     return rewards
 
 
-def build_loss_inputs(
-    cfg: AlgorithmConfig, mb: MicroBatch, current: ForwardOut, old: ForwardOut, ref_logprobs: Tensor | None
-) -> LossInputs:
-    """LossInputs of the micro-batch; critic algorithms get whitened GAE advantages from the old values.
+@dataclass
+class CriticTargets:
+    """What a critic algorithm trains one micro-batch towards: GAE advantages whitened over the whole step."""
 
-    The whitening statistics are this micro-batch's (not the step's), so for PPO the loss depends on how
-    the step is packed; the sequence-advantage algorithms do not.
+    advantages: Tensor  # [B, T] GAE advantages, whitened with the step's statistics; 0 off the mask
+    returns: Tensor  # [B, T] GAE returns (the value head's regression target, not whitened); 0 off the mask
+
+
+def critic_targets(
+    cfg: AlgorithmConfig,
+    mbs: list[MicroBatch],
+    old_values: list[Tensor],
+    counted: list[bool] | None = None,
+    reduce: Callable[[Tensor], Tensor] | None = None,
+) -> list[CriticTargets]:
+    """GAE of every micro-batch of a step from its old values, whitened with the statistics of the whole step.
+
+    The whitening mean and std run over the trained tokens of every micro-batch with counted True (a rank's
+    zero-weighted filler copies are not counted) and, through `reduce` (a sum over the learner ranks), of
+    every rank. Whitening each micro-batch alone would make the loss depend on the packing: a sequence
+    packed alone, with a fresh critic at 0 and gamma = lambda = 1, has one constant advantage, which its
+    own whitening turns into 0 whatever its reward.
     """
+    counted = [True] * len(mbs) if counted is None else counted
+    raw = [gae(token_rewards(mb), values, mb.mask, cfg.gamma, cfg.gae_lambda) for mb, values in zip(mbs, old_values)]
+    moments = torch.zeros(3, dtype=torch.float64, device=mbs[0].mask.device if mbs else None)
+    for (advantages, _), mb, count in zip(raw, mbs, counted):
+        if count:
+            moments = moments + masked_moments(advantages, mb.mask)
+    if reduce is not None:
+        moments = reduce(moments)
+    return [
+        CriticTargets(advantages=whiten(advantages, mb.mask, moments=moments), returns=returns)
+        for (advantages, returns), mb in zip(raw, mbs)
+    ]
+
+
+def build_loss_inputs(
+    cfg: AlgorithmConfig,
+    mb: MicroBatch,
+    current: ForwardOut,
+    old: ForwardOut,
+    ref_logprobs: Tensor | None,
+    targets: CriticTargets | None = None,
+) -> LossInputs:
+    """LossInputs of the micro-batch; critic algorithms take their advantages and returns from `targets`
+    (`critic_targets` over the whole step), never from this micro-batch's statistics alone."""
     old_logprobs = old.logprobs.detach()
     if not ALGORITHMS[cfg.name].critic:
         return LossInputs(
@@ -153,12 +202,12 @@ def build_loss_inputs(
         )
     if current.values is None or old.values is None:
         raise ValueError(f"algorithm {cfg.name!r} needs a critic: build the model with a value head")
-    old_values = old.values.detach()
-    advantages, returns = gae(token_rewards(mb), old_values, mb.mask, cfg.gamma, cfg.gae_lambda)  # [B, T] each
+    if targets is None:
+        raise ValueError(f"algorithm {cfg.name!r} needs the step's critic targets (critic_targets over every micro-batch)")
     return LossInputs(
         logprobs=current.logprobs, old_logprobs=old_logprobs, behavior_logprobs=mb.behavior_logprobs,
-        advantages=whiten(advantages, mb.mask), mask=mb.mask, entropy=current.entropy, ref_logprobs=ref_logprobs,
-        values=current.values, old_values=old_values, returns=returns,
+        advantages=targets.advantages, mask=mb.mask, entropy=current.entropy, ref_logprobs=ref_logprobs,
+        values=current.values, old_values=old.values.detach(), returns=targets.returns,
     )
 
 
@@ -169,15 +218,16 @@ def micro_batch_loss(
     old: ForwardOut,
     ref_logprobs: Tensor | None,
     totals: LossTotals,
+    targets: CriticTargets | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """This micro-batch's share of the step loss (RL loss + weighted aux loss) and its additive metrics.
 
-    `old` is the pass of the weights the step started from; with one update per step it is the current
-    forward itself, passed as `detached(current)` (no second forward). "learner/aux_loss" is the aux term
-    as added to the loss.
+    `old` is the pass of the weights the step started from; with one update per step and no critic it is
+    the current forward itself, passed as `detached(current)` (no second forward). `targets` are the
+    micro-batch's critic targets (critic algorithms only). "learner/aux_loss" is the aux term as added.
     """
-    inputs = build_loss_inputs(cfg, mb, current, old, ref_logprobs)
-    loss, metrics = rl_loss(cfg, inputs, totals.tokens, totals.sequences)
+    inputs = build_loss_inputs(cfg, mb, current, old, ref_logprobs, targets)
+    loss, metrics = rl_loss(cfg, inputs, totals.tokens, totals.sequences, totals.token_budget)
     share = float(mb.valid.sum()) / max(totals.positions, 1.0)
     aux = current.aux_loss * share
     metrics = {**metrics, "learner/aux_loss": float(aux.detach())}

@@ -81,7 +81,8 @@ class LearnerGroup:
             )
         minibatches = split_minibatches(samples, updates)
         shares = [split_for_ranks(mb, self.n_ranks) for mb in minibatches]
-        mb_totals = [totals(mb) for mb in minibatches]
+        budget = self.cfg.algorithm.loss_token_budget or self.cfg.rollout.max_new_tokens_per_episode
+        mb_totals = [totals(mb, token_budget=budget) for mb in minibatches]
         work = [[(shares[m][r], mb_totals[m]) for m in range(updates)] for r in range(self.n_ranks)]
 
         start = time.perf_counter()

@@ -11,6 +11,9 @@ every rank. How this departs from a plain DeepSpeed data-parallel loop, and why:
   gradient is summed over its EP group by the all-to-all backward and over its expert-data group by DeepSpeed.
 - Ranks run the same number of micro-batches (the expert all-to-all needs every EP rank in every forward):
   a rank with fewer pads with copies of its smallest one whose loss is multiplied by 0.
+- A critic algorithm runs an old pass over the whole step before its first update, even with one update per
+  step: GAE needs the old values, and its advantages are whitened over every micro-batch of every rank (so
+  the loss does not depend on how the step was packed).
 - The NaN guard is DeepSpeed's overflow check on the all-reduced gradient norm (every rank agrees); a
   non-finite loss is turned into NaN gradients so it trips the same check. A skipped step changes no
   weight, no optimizer or scheduler state and no router bias.
@@ -38,7 +41,10 @@ from jointrl.rl.learner.distributed import (
 )
 from jointrl.rl.learner.expert_parallel import expert_group_name, expert_keys, gather_full_state, shard_experts
 from jointrl.rl.learner.batch import LossTotals, MicroBatch, SequenceSample, pack
-from jointrl.rl.learner.forward import ForwardOut, combine_metrics, detached, forward_micro_batch, micro_batch_loss
+from jointrl.rl.learner.forward import (
+    CriticTargets, ForwardOut, combine_metrics, critic_targets, detached, forward_micro_batch, micro_batch_loss,
+    reference_logprobs,
+)
 
 # (samples of this rank, totals of the whole mini-batch over all ranks), one per optimizer update.
 Work = list[tuple[list[SequenceSample], LossTotals]]
@@ -191,26 +197,28 @@ class LearnerRank:
         )
 
     @torch.no_grad()
-    def _ref_logprobs(self, mb: MicroBatch, old: ForwardOut | None) -> torch.Tensor:
-        """Log-probs of the frozen reference policy, routed like the trained policy."""
-        return forward_micro_batch(
-            self.reference, mb, temperature=self.cfg.rollout.temperature, replay=self._replay(old), replay_from=old
-        ).logprobs
+    def _ref_logprobs(self, mb: MicroBatch) -> torch.Tensor:
+        """Log-probs of the frozen reference policy, which routes on its own (never replays the policy's)."""
+        return reference_logprobs(self.reference, mb, temperature=self.cfg.rollout.temperature)
 
-    def _update(self, schedule: list[tuple[MicroBatch, bool]], totals: LossTotals, olds: list | None) -> dict:
+    def _update(
+        self, schedule: list[tuple[MicroBatch, bool]], totals: LossTotals, olds: list | None,
+        targets: list[CriticTargets] | None,
+    ) -> dict:
         """Forward/backward over the schedule, one optimizer step, router-bias update; this rank's report."""
         algorithm, engine = self.cfg.algorithm, self.engine
         lr = float(engine.get_lr()[0])
         metrics, loss_sum, load = [], 0.0, None
         for i, (mb, real) in enumerate(schedule):
             old = olds[i] if olds is not None else None
-            ref = self._ref_logprobs(mb, old) if self.reference is not None else None
+            ref = self._ref_logprobs(mb) if self.reference is not None else None
             current = forward_micro_batch(
                 engine.module, mb, temperature=self.cfg.rollout.temperature, replay=self._replay(old),
                 replay_from=old, need_entropy=algorithm.entropy_coef > 0,
             )
             loss, mb_metrics = micro_batch_loss(
-                algorithm, mb, current, old if old is not None else detached(current), ref, totals
+                algorithm, mb, current, old if old is not None else detached(current), ref, totals,
+                targets[i] if targets is not None else None,
             )
             if not real:
                 loss = loss * 0.0
@@ -243,14 +251,35 @@ class LearnerRank:
     def train_step(self, work: Work) -> list[dict]:
         """One RL step of this rank: one optimizer update per (samples, totals) mini-batch; a report per update."""
         schedules = [self._schedule(samples) for samples, _ in work]
-        olds = None
-        if len(work) > 1:
-            # Every mini-batch's old pass runs before the first update: all of them see the step's start weights.
+        critic = ALGORITHMS[self.cfg.algorithm.name].critic
+        olds = targets = None
+        if len(work) > 1 or critic:
+            # Every mini-batch's old pass runs before the first update: all of them see the step's start weights,
+            # and a critic's advantages are whitened over the old values of the whole step.
             olds = [[self._old_pass(mb) for mb, _ in schedule] for schedule in schedules]
+        if critic:
+            targets = self._critic_targets(schedules, olds)
         return [
-            self._update(schedule, totals, olds[m] if olds is not None else None)
+            self._update(
+                schedule, totals, olds[m] if olds is not None else None, targets[m] if targets is not None else None
+            )
             for m, (schedule, (_, totals)) in enumerate(zip(schedules, work))
         ]
+
+    def _critic_targets(self, schedules: list, olds: list) -> list[list[CriticTargets]]:
+        """Per mini-batch and micro-batch, GAE targets whitened over the real micro-batches of every rank."""
+        flat = [
+            (mb, old.values, real) for schedule, passes in zip(schedules, olds) for (mb, real), old in zip(schedule, passes)
+        ]
+        made = critic_targets(
+            self.cfg.algorithm, [mb for mb, _, _ in flat], [values for _, values, _ in flat],
+            counted=[real for _, _, real in flat], reduce=all_reduce_sum,
+        )
+        out, start = [], 0
+        for schedule in schedules:
+            out.append(made[start:start + len(schedule)])
+            start += len(schedule)
+        return out
 
     def full_state(self) -> dict[str, torch.Tensor] | None:
         """The full policy state on CPU, expert shards gathered over the EP group; None on ranks other than 0."""

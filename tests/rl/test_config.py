@@ -260,3 +260,11 @@ def test_keys_nothing_reads_are_gone_from_their_old_sections(key):
     section, field = key.split(".")
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         RunConfig(model={"preset": "debug"}, **{section: {field: 1}})
+
+
+def test_async_rollouts_need_truncated_importance_weights():
+    with pytest.raises(ValidationError, match="max_staleness=2 trains on tokens sampled by older policies") as info:
+        RunConfig(model={"preset": "debug"}, rollout={"max_staleness": 2}, algorithm={"tis_cap": None})
+    assert info.value.errors()[0]["loc"] == ("algorithm", "tis_cap")
+    RunConfig(model={"preset": "debug"}, rollout={"max_staleness": 2}, algorithm={"tis_cap": 2.0})
+    RunConfig(model={"preset": "debug"}, rollout={"max_staleness": 0}, algorithm={"tis_cap": None})

@@ -236,6 +236,20 @@ def test_aggregate_sequence_level_split_sums_to_the_batch_mean():
     assert a + b == pytest.approx(14 / 3)
 
 
+def test_aggregate_token_sum_constant_divides_by_sequences_times_the_budget():
+    # Dr. GRPO: (1/G) sum_i sum_t l_it / L_max with G = 3 sequences and L_max = 10 generated tokens, whatever
+    # the batch's token count: (1 + 2 + 4 + 8 + 9) / (3 * 10).
+    a = aggregate(LOSS_1, MASK_1, "token_sum_constant", total_tokens=5, total_sequences=3, token_budget=10).item()
+    b = aggregate(LOSS_2, MASK_2, "token_sum_constant", total_tokens=5, total_sequences=3, token_budget=10).item()
+    assert (a, b) == (pytest.approx(7 / 30), pytest.approx(17 / 30))
+    # Doubling the tokens of the batch does not change a token's weight (the token mean would halve it).
+    double = aggregate(torch.cat([LOSS_1, LOSS_1]), torch.cat([MASK_1, MASK_1]), "token_sum_constant",
+                       total_tokens=6, total_sequences=3, token_budget=10).item()
+    assert double == pytest.approx(2 * 7 / 30)
+    with pytest.raises(ValueError, match="needs a token_budget > 0, got None"):
+        aggregate(LOSS_1, MASK_1, "token_sum_constant", 5, 3)
+
+
 def test_aggregate_errors():
     with pytest.raises(ValueError, match="unknown loss aggregation 'batch'"):
         aggregate(LOSS_1, MASK_1, "batch", 5, 3)

@@ -179,11 +179,25 @@ def test_rl_loss_ppo_adds_the_value_term_by_hand():
     assert loss.item() == pytest.approx(1.125)
 
 
+def test_dr_grpo_defaults_to_its_constant_normaliser_and_the_others_to_the_token_mean():
+    x = random_batch(critic=False)
+    x.logprobs = x.old_logprobs.clone().requires_grad_()  # ratio 1: the PPO term of a token is -A
+    n_tok, n_seq = totals(x.mask)
+    grpo, _ = rl_loss(AlgorithmConfig(name="grpo", tis_cap=None), x, n_tok, n_seq, token_budget=50)
+    dr, _ = rl_loss(AlgorithmConfig(name="dr_grpo", tis_cap=None), x, n_tok, n_seq, token_budget=50)
+    per_token = torch.where(x.mask > 0, -x.advantages, 0.0).sum()
+    assert grpo.item() == pytest.approx((per_token / n_tok).item(), rel=1e-6)
+    assert dr.item() == pytest.approx((per_token / (n_seq * 50)).item(), rel=1e-6)
+    explicit, _ = rl_loss(AlgorithmConfig(name="dr_grpo", loss_agg="token", tis_cap=None), x, n_tok, n_seq, 50)
+    assert explicit.item() == pytest.approx(grpo.item(), rel=1e-6)
+
+
 SPLIT_CONFIGS = {
     "grpo-token": AlgorithmConfig(name="grpo", kl_coef=0.05, entropy_coef=0.01, dual_clip_c=1.8),
     "dr_grpo-sequence-tis": AlgorithmConfig(
         name="dr_grpo", loss_agg="sequence", tis_level="sequence", tis_cap=1.2, kl_coef=0.1, kl_estimator="k2"
     ),
+    "dr_grpo-default": AlgorithmConfig(name="dr_grpo", kl_coef=0.1, entropy_coef=0.01),
     "gspo-kl-reward": AlgorithmConfig(name="gspo", kl_coef=0.1, kl_mode="reward", entropy_coef=0.02),
     "ppo-critic": AlgorithmConfig(name="ppo", kl_coef=0.05, kl_estimator="k1", value_clip=0.1, entropy_coef=0.01),
 }
@@ -200,12 +214,12 @@ def test_rl_loss_two_micro_batches_sum_to_the_unsplit_batch(name):
     cfg = SPLIT_CONFIGS[name]
     x = random_batch(critic=ALGORITHMS[cfg.name].critic)
     n_tok, n_seq = totals(x.mask)
-    whole, whole_metrics = rl_loss(cfg, x, n_tok, n_seq)
+    whole, whole_metrics = rl_loss(cfg, x, n_tok, n_seq, token_budget=20)
     whole.backward()
     whole_grad = x.logprobs.grad.clone()
     x.logprobs.grad = None
 
-    parts = [rl_loss(cfg, rows(x, index), n_tok, n_seq) for index in (slice(0, 1), slice(1, 4))]
+    parts = [rl_loss(cfg, rows(x, index), n_tok, n_seq, token_budget=20) for index in (slice(0, 1), slice(1, 4))]
     sum(loss for loss, _ in parts).backward()
     assert sum(loss.item() for loss, _ in parts) == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
     assert torch.allclose(x.logprobs.grad, whole_grad, atol=1e-7)

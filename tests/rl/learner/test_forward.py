@@ -8,6 +8,7 @@ import torch
 
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
+from jointrl.rl.algorithms.table import ALGORITHMS
 from jointrl.rl.config import AlgorithmConfig
 from jointrl.rl.learner.critic import PolicyWithValue, ValueHead
 from jointrl.rl.learner.batch import SequenceSample, pack, totals
@@ -15,6 +16,7 @@ from jointrl.rl.learner.forward import (
     ForwardOut,
     build_loss_inputs,
     combine_metrics,
+    critic_targets,
     detached,
     forward_micro_batch,
     micro_batch_loss,
@@ -159,7 +161,8 @@ def test_ppo_inputs_by_hand():
     logprobs = torch.randn(3, 5, requires_grad=True)
     values = torch.randn(3, 5, requires_grad=True)
     cfg = AlgorithmConfig(name="ppo", gamma=1.0, gae_lambda=1.0)
-    x = build_loss_inputs(cfg, mb, fake_out(logprobs, values), fake_out(logprobs + 0.1, old_values), None)
+    (targets,) = critic_targets(cfg, [mb], [old_values])
+    x = build_loss_inputs(cfg, mb, fake_out(logprobs, values), fake_out(logprobs + 0.1, old_values), None, targets)
     # gamma = lambda = 1: the return of every step is the episode reward, the raw advantage is return - value.
     on = mb.mask > 0
     assert torch.equal(x.returns, torch.where(on, torch.tensor([[2.0], [0.0], [-1.0]]), 0.0))
@@ -174,7 +177,29 @@ def test_ppo_inputs_by_hand():
     grpo = build_loss_inputs(AlgorithmConfig(name="grpo"), mb, fake_out(logprobs, None), fake_out(logprobs, None), None)
     assert torch.equal(grpo.advantages, mb.advantages) and grpo.values is None
     with pytest.raises(ValueError, match="needs a critic"):
-        build_loss_inputs(cfg, mb, fake_out(logprobs, None), fake_out(logprobs, None), None)
+        build_loss_inputs(cfg, mb, fake_out(logprobs, None), fake_out(logprobs, None), None, targets)
+    with pytest.raises(ValueError, match="needs the step's critic targets"):
+        build_loss_inputs(cfg, mb, fake_out(logprobs, values), fake_out(logprobs, old_values), None)
+
+
+def test_a_sequence_packed_alone_keeps_its_reward_sign():
+    # A fresh critic (values 0) and gamma = lambda = 1: every token's raw advantage is its episode's reward.
+    samples = [hand_sample([0, 1, 1, 1], 1.0, 0), hand_sample([0, 1, 1, 1], -1.0, 1)]
+    cfg = AlgorithmConfig(name="ppo", gamma=1.0, gae_lambda=1.0)
+    alone = pack(samples, 4, PAD)  # one sequence per micro-batch
+    assert len(alone) == 2
+    targets = critic_targets(cfg, alone, [torch.zeros_like(mb.mask) for mb in alone])
+    # Over the step: 3 tokens at +1 and 3 at -1, mean 0 and std 1, so the advantages stay +1 and -1
+    # (whitening each micro-batch alone would make every one of them 0).
+    for mb, target, sign in zip(alone, targets, (1.0, -1.0)):
+        on = mb.mask > 0
+        torch.testing.assert_close(target.advantages[on], torch.full((3,), sign), atol=1e-6, rtol=0)
+        torch.testing.assert_close(target.returns[on], torch.full((3,), sign))
+    # A filler copy is not counted: the step's statistics stay those of the two real sequences.
+    with_filler = critic_targets(cfg, alone + alone[:1], [torch.zeros_like(mb.mask) for mb in alone + alone[:1]],
+                                 counted=[True, True, False])
+    for a, b in zip(targets, with_filler):
+        torch.testing.assert_close(a.advantages, b.advantages)
 
 
 def old_pass(mb, current: ForwardOut) -> tuple[ForwardOut, torch.Tensor]:
@@ -189,23 +214,34 @@ def old_pass(mb, current: ForwardOut) -> tuple[ForwardOut, torch.Tensor]:
 def step_loss(policy, cfg, batches, step_totals):
     """Backward over the micro-batches; (summed loss, combined metrics, gradients)."""
     policy.zero_grad(set_to_none=True)
+    targets = None
+    if policy.value_head is not None:
+        # The critic's old values come from a pass over the whole step before any loss, as on a learner rank.
+        with torch.no_grad():
+            olds = [forward_micro_batch(policy, mb, temperature=1.0, replay="off").values for mb in batches]
+        targets = critic_targets(cfg, batches, olds)
     total, parts = 0.0, []
-    for mb in batches:
+    for i, mb in enumerate(batches):
         current = forward_micro_batch(policy, mb, temperature=1.0, replay="off", need_entropy=True)
         old, ref = old_pass(mb, current)
-        loss, metrics = micro_batch_loss(cfg, mb, current, old, ref, step_totals)
+        loss, metrics = micro_batch_loss(cfg, mb, current, old, ref, step_totals, targets[i] if targets else None)
         loss.backward()
         total += float(loss.detach())
         parts.append(metrics)
     return total, combine_metrics(parts), param_grads(policy)
 
 
-@pytest.mark.parametrize("loss_agg", ["token", "sequence"])
-def test_step_loss_and_gradients_do_not_depend_on_the_packing(loss_agg):
-    policy = build_policy()
-    cfg = AlgorithmConfig(name="grpo", loss_agg=loss_agg, kl_coef=0.05, entropy_coef=0.01, tis_cap=1.5)
+@pytest.mark.parametrize("loss_agg", ["token", "sequence", None])
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_step_loss_and_gradients_do_not_depend_on_the_packing(algorithm, loss_agg):
+    critic = ALGORITHMS[algorithm].critic
+    policy = build_policy(critic=critic)
+    if critic:
+        # A critic that is not yet 0, so GAE's advantages differ per token and whitening has work to do.
+        torch.nn.init.normal_(policy.value_head.proj.weight, std=0.3)
+    cfg = AlgorithmConfig(name=algorithm, loss_agg=loss_agg, kl_coef=0.05, entropy_coef=0.01, tis_cap=1.5)
     samples = random_samples([14, 5, 9, 12, 3, 7], seed=6)
-    step_totals = totals(samples)
+    step_totals = totals(samples, token_budget=16)
     whole = pack(samples, 10_000, PAD)
     split = pack(samples, 30, PAD)
     assert len(whole) == 1 and len(split) >= 3
@@ -229,9 +265,12 @@ def test_ppo_trains_the_value_head_and_the_policy():
     step_totals = totals(samples)
     losses = []
     policy.zero_grad(set_to_none=True)
-    for mb in pack(samples, 20, PAD):
+    batches = pack(samples, 20, PAD)
+    with torch.no_grad():
+        olds = [forward_micro_batch(policy, mb, temperature=1.0, replay="off").values for mb in batches]
+    for mb, targets in zip(batches, critic_targets(cfg, batches, olds)):
         current = forward_micro_batch(policy, mb, temperature=1.0, replay="off")
-        loss, metrics = micro_batch_loss(cfg, mb, current, detached(current), None, step_totals)
+        loss, metrics = micro_batch_loss(cfg, mb, current, detached(current), None, step_totals, targets)
         loss.backward()
         losses.append(float(loss.detach()))
         assert metrics["loss/value"] > 0, "fresh values are 0 and the rewards are not"

@@ -15,7 +15,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.learner.critic import PolicyWithValue
 from jointrl.rl.rollout.engine import Engine, TurnRequest
 from jointrl.rl.learner.batch import pack, samples_from_trajectories
-from jointrl.rl.learner.forward import forward_micro_batch
+from jointrl.rl.learner.forward import forward_micro_batch, reference_logprobs
 from jointrl.rl.trajectory import Trajectory
 
 THINK, END_THINK = 5, 6
@@ -174,6 +174,24 @@ def test_r2_replays_the_learners_old_pass(rollout):
     valid = mb.valid
     torch.testing.assert_close(replayed.logprobs[valid], old.logprobs[valid], atol=ATOL, rtol=0)
     assert (fresh.logprobs[valid] - old.logprobs[valid]).abs().max() > 1e-2
+
+
+def test_the_reference_routes_on_its_own_under_r3(rollout):
+    model, mb, _ = rollout
+    reference = build_model()
+    move_selection_state(reference, seed=5)  # the reference would choose other experts and slots than the rollout
+    with torch.no_grad():
+        ref = reference_logprobs(PolicyWithValue(reference), mb, temperature=TEMPERATURE)
+        replayed = forward_micro_batch(PolicyWithValue(reference), mb, temperature=TEMPERATURE, replay="r3").logprobs
+    for r, i in enumerate(mb.index.tolist()):
+        n = int(mb.valid[r].sum())
+        tokens = torch.cat([mb.inputs[r, :1], mb.targets[r, :n]])
+        with torch.no_grad():
+            logits = reference(tokens[None, :-1]).logits[0] / TEMPERATURE  # the row alone: the reference's own routing
+        expected = torch.log_softmax(logits, dim=-1).gather(1, tokens[1:, None]).squeeze(1)
+        torch.testing.assert_close(ref[r, :n], expected, atol=ATOL, rtol=0)
+    gap = (on_mask(ref, mb) - on_mask(replayed, mb)).abs().max()
+    assert gap > 1e-2, f"replaying the rollout's routing into the reference would change its log-probs, gap {gap:.2e}"
 
 
 def test_greedy_rollout_is_scored_at_temperature_one(rollout):
