@@ -3,9 +3,11 @@
 Shape legend: B = rows, P = longest prompt, V = vocab, L = MoE layers, k = experts per token,
 S = DSA layers, k_s = selected tokens per query.
 
-Behaviour log-probs are log softmax(logits / temperature) of the sampled token, before top-k / top-p
-truncation (temperature 0 means greedy and records log softmax(logits)): that is the distribution a
-learner can recompute from the same logits, and truncation only ever removes tokens that were not drawn.
+Behaviour log-probs are those of the distribution each token was actually drawn from: softmax(logits /
+temperature) restricted to the top-k / top-p set and renormalised. The learner recomputes the untruncated
+softmax, so truncated importance weights see the truncation as a rollout/learner mismatch, as they must.
+Temperature 0 is greedy (a point mass, whose log-prob 0 would carry no information) and records
+log softmax(logits).
 """
 from __future__ import annotations
 
@@ -65,8 +67,9 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
         mass_before = sorted_logp.softmax(dim=-1).cumsum(dim=-1) - sorted_logp.softmax(dim=-1)
         drop = mass_before >= params.top_p
         masked.scatter_(-1, order, sorted_logp.masked_fill(drop, float("-inf")))
-    ids = torch.multinomial(masked.softmax(dim=-1), 1, generator=generator).squeeze(-1)
-    return ids, logp.gather(-1, ids[:, None]).squeeze(-1)
+    sampled = masked.log_softmax(dim=-1)  # [B, V] the renormalised distribution the draw uses
+    ids = torch.multinomial(sampled.exp(), 1, generator=generator).squeeze(-1)
+    return ids, sampled.gather(-1, ids[:, None]).squeeze(-1)
 
 
 @torch.no_grad()

@@ -1,4 +1,6 @@
 """Batched generation against a naive loop that re-runs the full forward for every new token."""
+import math
+
 import pytest
 import torch
 
@@ -40,15 +42,45 @@ def test_greedy_batch_with_ragged_prompts_and_budgets_equals_naive_loop(model):
         torch.testing.assert_close(gen.logprobs, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_sampled_logprobs_match_the_learner_side_forward(model):
+def truncated_logprobs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Row by row in Python: log-probs of softmax(logits / T) restricted to top-k, then top-p, renormalised."""
+    out = torch.full_like(logits, float("-inf"))
+    for r, row in enumerate(logits.tolist()):
+        probs = torch.softmax(torch.tensor(row) / temperature, dim=-1).tolist()
+        order = sorted(range(len(row)), key=lambda i: -probs[i])[: top_k or len(row)]
+        kept, mass = [], 0.0
+        for i in order:
+            if mass >= top_p * sum(probs[j] for j in order):
+                break
+            kept.append(i)
+            mass += probs[i]
+        total = sum(probs[i] for i in kept)
+        for i in kept:
+            out[r, i] = math.log(probs[i] / total)
+    return out
+
+
+def test_sampled_logprobs_are_those_of_the_truncated_distribution(model):
     torch.manual_seed(2)
     prompts = [torch.randint(1, 512, (n,)).tolist() for n in (4, 9)]
     params = SamplingParams(temperature=0.7, top_p=0.9, top_k=50, max_new_tokens=12)
     out = generate(model, prompts, params, generator=torch.Generator().manual_seed(3))
     for prompt, gen in zip(prompts, out):
-        logp = torch.log_softmax(full_logits(model, prompt + gen.tokens) / 0.7, dim=-1)
-        expected = logp[len(prompt) - 1 : -1].gather(-1, torch.tensor(gen.tokens)[:, None]).squeeze(-1)
+        logits = full_logits(model, prompt + gen.tokens)[len(prompt) - 1 : -1]  # [n, V] what each draw saw
+        expected = truncated_logprobs(logits, 0.7, 50, 0.9).gather(-1, torch.tensor(gen.tokens)[:, None]).squeeze(-1)
         torch.testing.assert_close(gen.logprobs, expected, atol=1e-5, rtol=1e-5)
+        untruncated = torch.log_softmax(logits / 0.7, dim=-1).gather(-1, torch.tensor(gen.tokens)[:, None]).squeeze(-1)
+        assert (gen.logprobs > untruncated + 1e-4).all(), "renormalising over fewer tokens raises every kept log-prob"
+
+
+def test_top_k_log_prob_by_hand():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    # top-2 at temperature 1: softmax([2, 1]) = [e / (e + 1), 1 / (e + 1)] over the two kept tokens.
+    draws = {}
+    for seed in range(40):
+        ids, logp = sample_next(logits, SamplingParams(temperature=1.0, top_k=2), torch.Generator().manual_seed(seed))
+        draws[int(ids)] = float(logp)
+    assert draws == {0: pytest.approx(math.log(math.e / (math.e + 1))), 1: pytest.approx(math.log(1 / (math.e + 1)))}
 
 
 def test_stop_token_ends_a_row_and_is_kept(model):
