@@ -1,4 +1,4 @@
-"""A group of identical Ray actors placed together: rollout workers today, learner ranks later.
+"""A group of identical Ray actors placed together (rollout workers, learner ranks), and the job's Ray session.
 
 The group reserves one placement-group bundle per actor (CPU and GPU share of one member) with a Ray
 strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD), starts actor i in bundle i, and can replace the
@@ -7,6 +7,7 @@ without giving up its reserved resources.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,3 +108,26 @@ class ActorGroup:
             ray.kill(actor, no_restart=True)
         self.actors = []
         remove_placement_group(self._pg)
+
+
+def learner_cpus(cpus: int, free: int, workers: int, ranks: int) -> int:
+    """CPUs per learner rank on a machine without GPUs: its share of the cores, but never more than leaves
+    each rollout worker one of the `free` CPUs of the Ray session (a session started elsewhere may hold fewer)."""
+    wanted = max(1, cpus // ranks)
+    return max(1, min(wanted, (free - workers) // ranks))
+
+
+def start_ray(workers: int, ranks: int, gpus: bool) -> Placement | None:
+    """Start a local Ray session sized for the job unless one runs; the learner ranks' placement (None: default).
+
+    Without GPUs the ranks share the machine's cores with the rollout workers. Rollout and learning alternate
+    in synchronous mode, so the learner may use every core: Ray's CPU counts are logical and shares overlap.
+    """
+    cpus = os.cpu_count() or 1
+    if not ray.is_initialized():
+        wanted = ranks * max(1, cpus // ranks) if not gpus else ranks
+        ray.init(num_cpus=max(cpus, workers + wanted), include_dashboard=False, log_to_driver=False)
+    if gpus:
+        return None
+    free = int(ray.available_resources().get("CPU", 0))
+    return Placement(num_cpus=learner_cpus(cpus, free, workers, ranks))

@@ -23,12 +23,10 @@ Where this departs from the textbook algorithms:
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ray
 import torch
 from rich.console import Console
 
@@ -37,19 +35,19 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rewards.alarms import RewardAlarms
 from jointrl.rewards.mixer import RewardMixer
-from jointrl.rl.actor_group import Placement
+from jointrl.rl.actor_group import Placement, start_ray
 from jointrl.rl.algorithms.step import advantages_and_filters
 from jointrl.rl.cold_start import checkpoint_dir
 from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import EvalSummary, evaluate
 from jointrl.rl.learner.group import LearnerGroup
-from jointrl.rl.recipe import dump_config, load_recipe
+from jointrl.rl.recipe import dump_config
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.rollout.pipeline import RolloutPipeline
+from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from jointrl.rl.step_metrics import episode_metrics, failed_episodes, reward_summary, staleness_metrics
-from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.tracking import Tracker
 
 STATE_FILE = "trainer_state.pt"
@@ -172,17 +170,7 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         raise ValueError(f"no model checkpoint at {init}: run `jointrl sft` on the recipe first, or pass --init CKPT")
     tokenizer = JointTokenizer.load(init)
     init_state = load_state(init)
-    # Without GPUs the ranks share the machine's cores; rollout and learning alternate in synchronous mode,
-    # so the learner may use every core (Ray's CPU counts are logical: their shares may overlap).
-    workers, ranks = cfg.rollout.workers, cfg.learner.ranks
-    wanted = max(1, (os.cpu_count() or 1) // ranks) if not torch.cuda.is_available() else 1
-    if not ray.is_initialized():
-        ray.init(num_cpus=max(os.cpu_count() or 1, workers + ranks * wanted), include_dashboard=False, log_to_driver=False)
-    learner_placement = None
-    if not torch.cuda.is_available():
-        # A Ray session started by someone else may hold fewer CPUs: never ask for more than leaves the workers theirs.
-        free = int(ray.available_resources().get("CPU", 0))
-        learner_placement = Placement(num_cpus=max(1, min(wanted, (free - workers) // ranks)))
+    learner_placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=torch.cuda.is_available())
     learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
     sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(cfg.rewards.alarms)
     start_step, run_id = 0, None

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from jointrl.rl.commands import cli
+from jointrl.rl.commands import train as train_command
 from jointrl.rl.recipe import RecipeError
 
 MISSPELLED = textwrap.dedent("""
@@ -156,3 +157,28 @@ def test_user_errors_are_one_line(monkeypatch, capsys, error):
     monkeypatch.setattr(cli, "COMMANDS", [cli.Command(("fail",), "fail", lambda p: None, fail)])
     assert cli.main(["fail"]) == 1
     assert capsys.readouterr().err == f"jointrl: error: {error}\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "quickstart", "--init", "ckpt", "trainer.steps=2", "learner.lr=1e-5"],
+    ["train", "--init", "ckpt", "quickstart", "trainer.steps=2", "learner.lr=1e-5"],
+    ["train", "quickstart", "trainer.steps=2", "--init", "ckpt", "learner.lr=1e-5"],
+    ["train", "quickstart", "trainer.steps=2", "learner.lr=1e-5", "--init", "ckpt"],
+])
+def test_options_and_overrides_come_in_any_order(argv):
+    args = cli.build_parser().parse_args(argv)
+    assert (args.recipe, args.init, args.overrides) == ("quickstart", "ckpt", ["trainer.steps=2", "learner.lr=1e-5"])
+
+
+def test_interleaved_arguments_reach_the_command_and_unknown_options_still_fail(monkeypatch, capsys):
+    seen = {}
+
+    def _record(args):
+        seen.update(vars(args))
+        return 0
+
+    monkeypatch.setattr(cli, "COMMANDS", [cli.Command(("train",), "train", train_command.add_arguments, _record)])
+    assert cli.main(["train", "r.yaml", "--resume", "a.b=1", "--init", "x", "c.d=2"]) == 0
+    assert (seen["recipe"], seen["resume"], seen["init"], seen["overrides"]) == ("r.yaml", True, "x", ["a.b=1", "c.d=2"])
+    assert cli.main(["train", "r.yaml", "--no-such-flag", "a.b=1"]) == 2
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

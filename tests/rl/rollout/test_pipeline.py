@@ -1,4 +1,7 @@
 """The rollout pipeline's staleness bound, with a fake manager and sampler (no Ray, no model)."""
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -93,7 +96,7 @@ def test_an_exception_in_the_rollout_thread_reaches_the_caller():
     pipeline.close()
 
 
-def test_resuming_starts_at_the_given_step_and_seeds_differ_per_step():
+def test_resuming_starts_at_the_given_step():
     manager = FakeManager()
     pipeline = RolloutPipeline(manager, FakeSampler(), run_seed=3, max_staleness=0, start_step=4, steps=6)
     pipeline.publish({}, 4)
@@ -102,5 +105,15 @@ def test_resuming_starts_at_the_given_step_and_seeds_differ_per_step():
     assert pipeline.next().step == 5
     pipeline.close()
     assert manager.pushes == [4, 5]
-    seeds = {step_seed(3, s) for s in range(100)}
-    assert len(seeds) == 100 and step_seed(3, 7) == step_seed(3, 7) != step_seed(4, 7)
+
+
+def test_step_seeds_differ_per_run_and_step_and_survive_a_restart():
+    grid = [(run, step) for run in range(20) for step in range(100)]
+    seeds = [step_seed(run, step) for run, step in grid]
+    assert len(set(seeds)) == len(grid), "every (run seed, step) pair gets its own rollout seed"
+    assert all(0 <= s < 2**63 for s in seeds)
+    # A resumed run is a new process (another PYTHONHASHSEED): it must replay the same rollout seeds.
+    code = "from jointrl.rl.rollout.pipeline import step_seed; print([step_seed(r, s) for r in (0, 7) for s in (0, 5, 99)])"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    assert fresh.strip() == str([step_seed(r, s) for r in (0, 7) for s in (0, 5, 99)])
