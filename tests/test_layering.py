@@ -2,7 +2,8 @@
 
 Rules: model/ imports none of rl, envs, rewards; envs/ imports neither rl nor model; rewards/ imports only
 the envs types (`jointrl.envs.episode`, `jointrl.envs.base`); kernels/ imports nothing of jointrl but itself; inside rl/,
-rollout/ and learner/ never import each other; and no two modules import each other through any chain.
+rollout/ and learner/ never import each other; what runs alone in the sandbox (the CAD kit, the swe
+grading harness) imports nothing of jointrl but itself; and no two modules import each other through any chain.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("model", "kernels", "envs", "rewards", "rl")
+# Code that runs inside the sandbox on its own, where jointrl is not installed: it imports only itself.
+STANDALONE = ("jointrl.envs.cad.kit", "jointrl.envs.swe.harness")
 # The only envs modules rewards may read: the text-level episode record and the env contract (tiers, specs).
 ENVS_TYPES = ("jointrl.envs.episode", "jointrl.envs.base")
 
@@ -71,7 +74,10 @@ def rule_violations(graph: dict[str, set[str]]) -> list[str]:
     for src, targets in graph.items():
         for dst in sorted(targets):
             rule = None
-            if _within(src, "jointrl.model") and any(_within(dst, f"jointrl.{p}") for p in ("rl", "envs", "rewards")):
+            standalone = next((s for s in STANDALONE if _within(src, s)), None)
+            if standalone and not _within(dst, standalone):
+                rule = f"{standalone} runs alone in the sandbox and imports nothing of jointrl but itself"
+            elif _within(src, "jointrl.model") and any(_within(dst, f"jointrl.{p}") for p in ("rl", "envs", "rewards")):
                 rule = "model/ imports none of rl, envs, rewards"
             elif _within(src, "jointrl.envs") and any(_within(dst, f"jointrl.{p}") for p in ("rl", "model")):
                 rule = "envs/ imports neither rl nor model"
@@ -172,15 +178,19 @@ def test_each_planted_violation_is_reported(tmp_path):
         "kernels/k.py": ("from jointrl.model import config\n", "jointrl.kernels.k -> jointrl.model"),  # no model/config.py here
         "rl/rollout/w.py": ("from jointrl.rl.learner import group\n", "jointrl.rl.rollout.w -> jointrl.rl.learner.group"),
         "rl/learner/g.py": ("from ..rollout import w\n", "jointrl.rl.learner.g -> jointrl.rl.rollout.w"),
+        "envs/cad/kit/csg.py": ("from jointrl.envs.cad import part\n", "jointrl.envs.cad.kit.csg -> jointrl.envs.cad.part"),
     }
     for relative, (text, _) in planted.items():
         _write(tmp_path, relative, text)
-    for package in ("model", "envs", "rewards", "kernels", "rl", "rl/rollout", "rl/learner"):
+    for package in ("model", "envs", "rewards", "kernels", "rl", "rl/rollout", "rl/learner", "envs/cad", "envs/cad/kit"):
         _write(tmp_path, f"{package}/__init__.py", "")
     _write(tmp_path, "envs/registry.py", "")
     _write(tmp_path, "rl/learner/group.py", "")
     _write(tmp_path, "rl/trainer.py", "")
     _write(tmp_path, "envs/episode.py", "")
+    _write(tmp_path, "envs/cad/part.py", "")
+    _write(tmp_path, "envs/cad/kit/mesh_io.py", "")
+    _write(tmp_path, "envs/cad/kit/__init__.py", "from . import mesh_io\n")  # allowed: the kit itself
     _write(tmp_path, "rewards/ok.py", "from jointrl.envs.episode import Episode\n")  # allowed: an envs type
     problems = layering_problems(tmp_path)
     for _, expected in planted.values():

@@ -1,18 +1,19 @@
 """The CAD environment: the model writes a CSG program, runs it in the sandbox, measures and submits the part; scored by IoU."""
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 from typing import Iterator
 
 import manifold3d
 
 from jointrl.envs.base import Action, Env, ToolFailure, ToolResult, tool
-from jointrl.envs.cad import mesh_io
+from jointrl.envs.cad import kit
+from jointrl.envs.cad.kit import mesh_io
 from jointrl.envs.cad.families import FAMILIES, make_part
 from jointrl.envs.cad.measure import iou, measure as measure_solid
 from jointrl.envs.cad.part import DIFFICULTIES, Part
 from jointrl.envs.cad.prompt import IOU_THRESHOLD, system_message, user_message
-from jointrl.envs.sandbox import Limits, Sandbox
+from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
 
 PROGRAM_FILE = "program.py"
 MAX_CODE_CHARS = 20_000
@@ -59,7 +60,7 @@ class CadEnv(Env):
     def _box(self) -> Sandbox:
         # Made on first use: an episode that never runs a program never pays for a workspace.
         if self._sandbox is None:
-            self._sandbox = Sandbox(LIMITS)
+            self._sandbox = Sandbox(LIMITS, packages={kit.KIT: Path(kit.__file__).parent})
         return self._sandbox
 
     @tool("Write `code` to program.py and run it with Python in the sandbox; reports its output and whether it saved a valid part.",
@@ -75,7 +76,7 @@ class CadEnv(Env):
         stale = box.workspace / mesh_io.MESH_FILE
         if stale.is_symlink() or stale.is_file():
             stale.unlink()
-        result = box.run([sys.executable, PROGRAM_FILE], env=PROGRAM_ENV)
+        result = box.run([PYTHON, PROGRAM_FILE], env=PROGRAM_ENV)
         self.program_runs += 1
         return _clip(result.text()) + "\n" + self._collect_part(box)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import random
 
-from jointrl.envs.cad.csg import box, circle_points, cylinder, difference, regular_prism, revolve, rotate, translate, union
+from jointrl.envs.cad.kit.csg import box, circle_points, cylinder, difference, regular_prism, revolve, rotate, translate, union
 from jointrl.envs.cad.part import Part, listing, num, point, polar, program, sample
 
 # Across-flats sizes of common metric nuts, with a bore a little over half of it.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import manifold3d
 
-from jointrl.envs.cad import csg
+from jointrl.envs.cad.kit import KIT, csg
 
 DIFFICULTIES = ("easy", "medium", "hard")
 
@@ -53,7 +53,7 @@ def program(body: str) -> str:
     """A complete program: the import line for the API names `body` calls, then `body`."""
     used = [name for name in csg.__all__ if re.search(rf"\b{name}\(", body)]
     header = "import math\n" if "math." in body else ""
-    header += f"from jointrl.envs.cad.csg import {', '.join(used)}\n\n" if used else "\n"
+    header += f"from {KIT} import {', '.join(used)}\n\n" if used else "\n"
     return header + body.strip() + "\n"
 
 

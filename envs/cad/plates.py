@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import random
 
-from jointrl.envs.cad.csg import box, cylinder, difference, prism, translate, union
+from jointrl.envs.cad.kit.csg import box, cylinder, difference, prism, translate, union
 from jointrl.envs.cad.part import Part, listing, num, point, points, polar, program, sample
 
 

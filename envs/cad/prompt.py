@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 
-from jointrl.envs.cad import csg, mesh_io
+from jointrl.envs.cad.kit import csg, mesh_io
 
 IOU_THRESHOLD = 0.99
 
@@ -31,7 +31,7 @@ def system_message() -> str:
 
 Conventions: units are millimetres; axes are right-handed with z up; angles are in degrees, counter-clockwise about +z seen from above unless the task says otherwise.
 
-The API: `from jointrl.envs.cad.csg import box, cylinder, ...`. Every solid is a manifold3d.Manifold (so manifold3d may be used directly too); `import math` is available as usual.
+The API: `from cadkit import box, cylinder, ...`. Every solid is a manifold3d.Manifold (so manifold3d may be used directly too); `import math` is available as usual.
 {api_reference()}
 Circles are {csg.SEGMENTS}-gons with a vertex on the first in-plane axis, and targets are built at that resolution, so keep the defaults. Cutters that open a face should overshoot it (e.g. start a through-hole at z = -1 and make it 2 mm longer than the material) so no face is shared.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 from functools import lru_cache
 from typing import Iterator
 
@@ -163,14 +162,14 @@ class OfficeEnv(Env):
     def python(self, code: str) -> str:
         # Reading a file by name in a program counts as opening it (the files_read signal).
         self._opened.update(name for name in self._docs if name in code)
-        if self._sandbox is None:
-            from jointrl.envs.sandbox import Limits, Sandbox
+        from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
 
+        if self._sandbox is None:
             limits = Limits(wall_seconds=PYTHON_SECONDS, cpu_seconds=int(PYTHON_SECONDS), output_bytes=PYTHON_OUTPUT_BYTES)
             self._sandbox = Sandbox(limits=limits, files={name: self.file_bytes(name) for name in self._docs})
-        # The venv's interpreter by absolute path, so the document libraries import inside the sandbox; the
-        # program goes in on stdin, so its length is not bound by the argument limit and no file is left behind.
-        return self._sandbox.run([sys.executable, "-"], stdin=code).text()
+        # The sandbox's interpreter (with the document libraries) by absolute path; the program goes in on
+        # stdin, so its length is not bound by the argument limit and no file is left behind.
+        return self._sandbox.run([PYTHON, "-"], stdin=code).text()
 
     # Contract.
 

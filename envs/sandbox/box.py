@@ -49,14 +49,15 @@ class Sandbox:
     """One episode's confined workspace: run commands in it, keep a shell in it, read and write its files."""
 
     def __init__(self, limits: Limits | None = None, files: dict[str, str | bytes] | None = None,
-                 backend: str | None = None):
+                 backend: str | None = None, packages: dict[str, Path] | None = None):
         self.limits = limits or Limits()
         backend = backend or sandbox_backend()
         if backend not in ("bwrap", "unshare"):
             raise ValueError(f"unknown sandbox backend {backend!r}; expected 'bwrap' or 'unshare'")
         uid = UID_BASE + secrets.randbelow(UID_SPAN) if os.geteuid() == 0 else None
         base = Path(tempfile.mkdtemp(prefix="jointrl-sandbox-"))
-        self._box = Confinement(backend, base, uid)
+        # packages: host folders the sandbox's Python imports by these names (read-only), e.g. a domain's API.
+        self._box = Confinement(backend, base, uid, packages)
         self._sessions: list[BashSession] = []
         self._finalizer = weakref.finalize(self, _cleanup, self._box, self._sessions)
         try:
@@ -176,7 +177,7 @@ def fresh_sandbox_from(src: Sandbox | Path, limits: Limits | None = None) -> San
         origin, backend = Path(src), None
         if not origin.is_dir():
             raise ValueError(f"{origin} is not a directory to copy a workspace from")
-    fresh = Sandbox(limits, backend=backend)
+    fresh = Sandbox(limits, backend=backend, packages=src._box.packages if isinstance(src, Sandbox) else None)
     copy_tree(origin, fresh.workspace)
     for directory, dirs, files in os.walk(fresh.workspace):
         for name in dirs + files:

@@ -1,16 +1,18 @@
 """How a sandboxed command is confined: one mount plan, rendered as a bwrap or an unshare command line.
 
-The plan gives the sandbox a fresh root whose top-level entries are read-only recursive binds of the
-host's, a writable workspace at `/workspace`, size-capped private tmpfs at `/tmp` and `/dev/shm`, a
-minimal `/dev`, its own `/proc` and an empty `/run` (host sockets live there). Host directories others
-may not enter (a python under /root, say) become an empty tmpfs holding just the interpreter's paths,
-because the command runs as a uid that could not reach them otherwise.
+The plan gives the sandbox a fresh, minimal root: the system's binaries and libraries (`/usr`, `/bin`,
+`/lib*`, `/sbin`) read-only, a few files of `/etc` (users, name service, loader cache, alternatives), the
+interpreter and packages of `runtime.py` read-only, a writable workspace at `/workspace` (also HOME),
+size-capped private tmpfs at `/tmp` and `/dev/shm`, a minimal `/dev`, its own `/proc` and an empty `/run`.
+Nothing else of the host is there: no home directories, no project checkout or virtual environment, no
+host `/tmp` or `/run` (where host sockets live), no `/var`.
 
 Both renderings then run `setpriv` (become the sandbox's uid, drop every capability, set no_new_privs)
 and `prlimit` (the rlimits, set inside so they bind only the sandbox) before the command itself.
 bwrap runs as root when we are root (so it can read every bind source) and in a user namespace when
-we are not. The unshare fallback makes the same namespaces and runs this file as a script in them
-(`fallback_init`): it mounts the plan, pivots into it, and stays as the pid namespace's init.
+we are not, and forbids nested user namespaces where it can (`--disable-userns`, bwrap >= 0.8). The
+unshare fallback makes the same namespaces and runs this file as a script in them (`fallback_init`): it
+mounts the plan, pivots into it, and stays as the pid namespace's init.
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ import json
 import os
 import re
 import socket
-import stat
 import struct
 import subprocess
 import sys
@@ -32,62 +33,32 @@ if TYPE_CHECKING:
     from jointrl.envs.sandbox.types import Limits
 
 INSIDE = "/workspace"
-# Host top-level entries the sandbox gets fresh versions of instead of the host's.
-REPLACED = {"proc", "dev", "tmp", "run", INSIDE.strip("/")}
+SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What programs need of /etc: users and groups (ls -l, id), name service and hosts, the loader's cache,
+# the alternatives behind /usr/bin links (awk, editor), shell start-up, time zone.
+ETC = ("passwd", "group", "nsswitch.conf", "hosts", "host.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+       "alternatives", "bash.bashrc", "inputrc", "localtime", "timezone", "mime.types")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _exposed_paths() -> list[str]:
-    """Directories the sandbox's python needs: interpreter prefixes and import paths."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    paths.update(p for p in sys.path if p and os.path.isdir(p))
-    real = sorted({os.path.realpath(p) for p in paths})
-    return [p for p in real if not any(p.startswith(q + "/") for q in real if q != p)]
+def _host_entry(host: str) -> tuple:
+    """A symlink stays a symlink (merged-/usr systems link /bin to usr/bin); anything else is bound read-only."""
+    return ("symlink", os.readlink(host), host) if os.path.islink(host) else ("ro", host, host)
 
 
-def _closed_ancestor(path: str) -> str | None:
-    """The first directory on the way to `path` that others may not enter, if any."""
-    current = "/"
-    for part in Path(path).parts[1:]:
-        current = os.path.join(current, part)
-        try:
-            if not os.stat(current).st_mode & stat.S_IXOTH:
-                return current
-        except OSError:
-            return None
-    return None
-
-
-def mount_plan(workspace: Path, limits: Limits, as_other: bool) -> list[tuple]:
+def mount_plan(workspace: Path, limits: Limits, python: list[tuple]) -> list[tuple]:
     """The sandbox's filesystem as an ordered list of operations, shared by both backends.
 
     Operations: ("ro" | "rw", host, inside) binds, ("symlink", target, inside), ("tmpfs", inside, bytes,
     mode), ("dir", inside, mode), ("dev", inside), ("proc", inside), ("readonly", inside) remounts one
-    mount read-only. `as_other`: the command runs as a uid that owns nothing on the host.
+    mount read-only. `python` is runtime.python_mounts(): the interpreter and its packages.
     """
-    masks: dict[str, list[str]] = {}
-    for path in _exposed_paths() if as_other else []:
-        closed = _closed_ancestor(path)
-        if closed is not None:
-            masks.setdefault(closed, []).append(path)
-    plan: list[tuple] = []
-    for name in sorted(os.listdir("/")):
-        host = "/" + name
-        if name in REPLACED or host in masks:
-            continue
-        if os.path.islink(host):
-            plan.append(("symlink", os.readlink(host), host))
-        else:
-            plan.append(("ro", host, host))
-    # A directory others may not enter becomes an empty tmpfs with just the interpreter's paths in it.
-    for closed, paths in sorted(masks.items()):
-        plan.append(("tmpfs", closed, 1 << 20, 0o755))
-        for path in paths:
-            between = Path(path).relative_to(closed).parents
-            plan.extend(("dir", str(Path(closed) / d), 0o755) for d in reversed(between) if str(d) != ".")
-            plan.append(("ro", path, path))
-        plan.append(("readonly", closed))
+    plan: list[tuple] = [_host_entry(f"/{name}") for name in SYSTEM if os.path.lexists(f"/{name}")]
+    plan.append(("tmpfs", "/etc", 1 << 20, 0o755))
+    plan += [_host_entry(f"/etc/{name}") for name in ETC if os.path.lexists(f"/etc/{name}")]
+    plan.append(("readonly", "/etc"))
+    plan += python
     plan += [
         ("dev", "/dev"),
         ("tmpfs", "/dev/shm", limits.tmp_bytes, 0o1777),
@@ -95,16 +66,6 @@ def mount_plan(workspace: Path, limits: Limits, as_other: bool) -> list[tuple]:
         ("proc", "/proc"),
         ("tmpfs", "/tmp", limits.tmp_bytes, 0o1777),
         ("tmpfs", "/run", 1 << 16, 0o755),
-    ]
-    # An interpreter or checkout living under /tmp or /run (a CI clone, say) would vanish under the fresh
-    # tmpfs: bind those paths back, read-only, on top of it.
-    for path in _needed_paths():
-        top = Path(path).parts[1] if len(Path(path).parts) > 1 else ""
-        if top in ("tmp", "run"):
-            between = Path(path).relative_to("/" + top).parents
-            plan.extend(("dir", str(Path("/" + top) / d), 0o755) for d in reversed(between) if str(d) != ".")
-            plan.append(("ro", path, path))
-    plan += [
         ("readonly", "/run"),
         ("rw", str(workspace), INSIDE),
         ("readonly", "/"),
@@ -112,20 +73,13 @@ def mount_plan(workspace: Path, limits: Limits, as_other: bool) -> list[tuple]:
     return plan
 
 
-def _needed_paths() -> list[str]:
-    """The interpreter's paths plus the directory holding the jointrl packages (programs import them)."""
-    root = os.path.realpath(Path(__file__).resolve().parents[2])
-    paths = sorted(set(_exposed_paths()) | {root})
-    return [p for p in paths if not any(p.startswith(q + "/") for q in paths if q != p)]
-
-
-def sandbox_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def sandbox_env(extra: dict[str, str] | None = None, python_env: dict[str, str] | None = None,
+                python_bin: str | None = None) -> dict[str, str]:
     """The environment a sandboxed command starts with, `extra` on top."""
+    path = f"{python_bin}:{HOST_PATH}" if python_bin else HOST_PATH
     env = {
-        "HOME": INSIDE, "PATH": f"{os.path.dirname(sys.executable)}:{HOST_PATH}", "LANG": "C.UTF-8",
-        "TERM": "dumb", "TMPDIR": "/tmp", "USER": "sandbox", "SHELL": "/bin/bash",
-        # The host's package directories are read-only; writing bytecode there would only fail.
-        "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": INSIDE, "PATH": path, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp", "USER": "sandbox",
+        "SHELL": "/bin/bash", **(python_env or {}),
     }
     for key, value in (extra or {}).items():
         if not key or "=" in key or "\0" in key or "\0" in str(value):

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from jointrl.envs.sandbox.confine import HOST_PATH, bwrap_argv, mount_plan, sandbox_env, unshare_argv
+from jointrl.envs.sandbox.runtime import PYTHON, python_env, python_mounts
 from jointrl.envs.sandbox.types import Capture, Limits
 
 _launcher: tuple[int, ThreadPoolExecutor] | None = None
@@ -107,19 +108,21 @@ def collect(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[Capture, 
 class Confinement:
     """How to start a process inside one sandbox: backend, workspace, host uid. Holds no Sandbox reference."""
 
-    def __init__(self, backend: str, base: Path, uid: int | None):
+    def __init__(self, backend: str, base: Path, uid: int | None, packages: dict[str, Path] | None = None):
         self.backend = backend
         self.base = base
         self.workspace = base / "workspace"
         self.uid = uid
+        self.packages = dict(packages or {})
         self.live: set[subprocess.Popen] = set()
 
     def argv(self, command: list[str], limits: Limits, env: dict[str, str] | None) -> list[str]:
         """The host command line that runs `command` confined."""
-        plan = mount_plan(self.workspace, limits, as_other=self.uid is not None)
+        plan = mount_plan(self.workspace, limits, python_mounts(self.packages))
+        full_env = sandbox_env(env, python_env(), os.path.dirname(PYTHON))
         if self.backend == "bwrap":
-            return bwrap_argv(plan, sandbox_env(env), limits, command, self.uid)
-        return unshare_argv(plan, sandbox_env(env), limits, command, self.uid, self.base / "root")
+            return bwrap_argv(plan, full_env, limits, command, self.uid)
+        return unshare_argv(plan, full_env, limits, command, self.uid, self.base / "root")
 
     def spawn(self, command: list[str], limits: Limits, env: dict[str, str] | None, stdin) -> subprocess.Popen:
         """Start `command` confined, in its own process group, with piped stdout and stderr."""

@@ -1,35 +1,43 @@
-"""Grade an episode without trusting its workspace: rebuild a fresh one from the package sources alone
-plus the original tests (hidden ones included), run FAIL_TO_PASS and PASS_TO_PASS there, read the report.
+"""Grade an episode without trusting its workspace or any process that imported its code.
 
-Only regular `.py` files under the package directory are taken from the model's workspace; its tests,
-conftest files, pytest settings, stray modules (a `pytest.py` or `sitecustomize.py`) and links never
-reach the grading run. What stays open: the package code itself runs inside the test process, so code
-written to subvert pytest from within could still forge a report.
+Only regular `.py` files under the package directory are taken from the model's workspace (its tests,
+conftest files, pytest settings, stray modules and links never reach grading). They go into a fresh
+sandbox, where `harness.py` evaluates every graded case (FAIL_TO_PASS and PASS_TO_PASS, hidden ones
+included) and reports each outcome. The verdict is made here, on the host: each reported outcome is parsed
+as a plain literal and compared with the reference's outcome, which the host computed from the reference
+sources and which never enters a sandbox. Code that patches pytest, registers `atexit` handlers, calls
+`os._exit` or rewrites builtins can only change what the harness reports, and any report it could forge
+is one that honest code could produce by behaving that way, so it scores what that behaviour scores.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import os
 import secrets
 import stat
-import sys
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
+from pathlib import Path
 
-from jointrl.envs.sandbox import Limits, Sandbox
-from jointrl.envs.swe.project import PYTEST_INI
+from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
+from jointrl.envs.swe import probe
+from jointrl.envs.swe.project import Test
 from jointrl.envs.swe.task import Task
 
-GRADE_LIMITS = Limits(wall_seconds=30.0, cpu_seconds=30, output_bytes=16 << 10)
-TEST_TIMEOUT = 5  # seconds per test, so one hanging test fails alone instead of stalling the run
+GRADE_LIMITS = Limits(wall_seconds=30.0, cpu_seconds=30, output_bytes=256 << 10)
+TEST_TIMEOUT = 5  # seconds per case, so one hanging case fails alone instead of stalling the run
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 200
+MAX_VALUE_CHARS = 4096  # the harness reports longer values as unencodable; never parse more
 PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
+HARNESS_ENV = {"PYTHONHASHSEED": "0"}
+HARNESS = (Path(__file__).parent / "harness.py").read_text()
 
 
 def pytest_argv(*args: str) -> list[str]:
     """The interpreter running pytest in a sandbox: no third-party plugins but the per-test timeout."""
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_timeout", *args]
+    return [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_timeout", *args]
 
 
 @dataclass(frozen=True)
@@ -119,42 +127,60 @@ def known_results(task: Task) -> dict[str, frozenset]:
             fingerprint(reference_package(task)): frozenset(task.fail_to_pass + task.pass_to_pass)}
 
 
+def graded_tests(task: Task) -> list[Test]:
+    """The tests whose outcomes decide the grade: FAIL_TO_PASS and PASS_TO_PASS, hidden ones included."""
+    wanted = set(task.fail_to_pass) | set(task.pass_to_pass)
+    return [t for t in task.project.tests if t.id in wanted]
+
+
+def harness_spec(task: Task, tests: list[Test], nonce: str) -> str:
+    """The JSON the harness reads on stdin: the cases as code, never their expected outcomes."""
+    cases = [
+        {"imports": {name: stem for stem, name in t.imports}, "setup": list(t.case.setup), "expr": t.case.expr}
+        for t in tests
+    ]
+    return json.dumps({"nonce": nonce, "package": task.package, "timeout": TEST_TIMEOUT, "cases": cases})
+
+
+def parse_outcomes(stdout: str, nonce: str, n: int) -> list[probe.Outcome | None]:
+    """The outcome of each case from the harness's lines; None for a case with no well-formed line."""
+    outcomes: list[probe.Outcome | None] = [None] * n
+    for line in stdout.splitlines():
+        head, _, rest = line.partition(" ")
+        index, _, payload = rest.partition(" ")
+        if head != nonce or not index.isdigit() or int(index) >= n or outcomes[int(index)] is not None:
+            continue
+        outcomes[int(index)] = _outcome(payload)
+    return outcomes
+
+
+def _outcome(payload: str) -> probe.Outcome | None:
+    try:
+        data = json.loads(payload)
+        if "value" in data and isinstance(data["value"], str) and len(data["value"]) <= MAX_VALUE_CHARS:
+            return probe.Outcome(value=ast.literal_eval(data["value"]))
+        if isinstance(data.get("error"), str) and isinstance(data.get("lineage"), list):
+            lineage = tuple(str(name) for name in data["lineage"][:64])
+            return probe.Outcome(error=data["error"], lineage=lineage)
+    except (ValueError, SyntaxError, TypeError, AttributeError, MemoryError, RecursionError):
+        return None
+    return None  # a timeout, an unencodable value or anything else: the case did not pass
+
+
 def run_tests(task: Task, package: dict[str, bytes], use_known: bool = True) -> frozenset:
-    """Ids of the graded tests that pass with `package` and the original tests, in a fresh sandbox."""
+    """Ids of the graded tests whose outcome with `package` is the reference's, decided outside the sandbox."""
     if use_known:
         known = known_results(task).get(fingerprint(package))
         if known is not None:
             return known
-    report = f".grade-{secrets.token_hex(8)}.xml"
-    files: dict[str, str | bytes] = dict(package)
-    files.update(task.project.test_files())
-    files["pytest.ini"] = PYTEST_INI
-    test_paths = sorted(p for p in files if isinstance(p, str) and p.startswith("tests/"))
-    with Sandbox(GRADE_LIMITS, files=files) as box:
-        argv = pytest_argv("-q", "-o", "addopts=", f"--timeout={TEST_TIMEOUT}", f"--junitxml={report}", *test_paths)
-        box.run(argv, env=PYTEST_ENV)
-        try:
-            xml = box.read(report)
-        except (OSError, ValueError):
-            return frozenset()
-    return _passed(xml)
-
-
-def _passed(xml: bytes) -> frozenset:
-    """Test ids a JUnit XML report marks as passed (no failure, error or skip)."""
-    if len(xml) > 8 * MAX_FILE_BYTES:
-        return frozenset()
-    try:
-        root = ElementTree.fromstring(xml)
-    except ElementTree.ParseError:
-        return frozenset()
-    passed = set()
-    for case in root.iter("testcase"):
-        if any(child.tag in ("failure", "error", "skipped") for child in case):
-            continue
-        module, name = case.get("classname", ""), case.get("name", "")
-        passed.add(f"{module.replace('.', '/')}.py::{name}")
-    return frozenset(passed)
+    tests = graded_tests(task)
+    nonce = secrets.token_hex(16)
+    with Sandbox(GRADE_LIMITS, files=package) as box:
+        result = box.run([PYTHON, "-I", "-c", HARNESS], stdin=harness_spec(task, tests, nonce), env=HARNESS_ENV)
+    outcomes = parse_outcomes(result.stdout, nonce, len(tests))
+    return frozenset(
+        t.id for t, outcome in zip(tests, outcomes) if outcome is not None and probe.passes(t.case, outcome, t.expected)
+    )
 
 
 def grade(box: Sandbox, task: Task) -> Grade:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from jointrl.envs import registry
-from jointrl.envs.cad import FAMILIES, csg, mesh_io
+from jointrl.envs.cad import FAMILIES
+from jointrl.envs.cad.kit import csg, mesh_io
 from jointrl.envs.cad.families import FAMILIES as GENERATORS, make_part
 from jointrl.envs.cad.measure import iou, measure
 from jointrl.envs.cad.part import DIFFICULTIES
@@ -317,7 +318,7 @@ def test_crashes_invalid_files_and_stale_parts_are_reported(plate_env):
     assert "no luck" in crashed.content and "No part was saved" in crashed.content and crashed.error is None
     assert _call(plate_env, "measure").error is not None
     assert _call(plate_env, "submit").error is not None
-    open_box = ("import numpy as np\nfrom jointrl.envs.cad.csg import box\nm = box((1, 1, 1)).to_mesh64()\n"
+    open_box = ("import numpy as np\nfrom cadkit import box\nm = box((1, 1, 1)).to_mesh64()\n"
                 "np.savez('part.npz', vertices=m.vert_properties, triangles=m.tri_verts[:-1])")
     assert "not a valid solid" in _call(plate_env, "run_program", code=open_box).content
     assert "valid: no" in _call(plate_env, "measure").content and plate_env.signals()["valid"] == 0
@@ -331,6 +332,6 @@ def test_crashes_invalid_files_and_stale_parts_are_reported(plate_env):
 def test_signals_score_the_submitted_solid_not_the_workspace(plate_env):
     _call(plate_env, "run_program", code=plate_env.part.program)
     _call(plate_env, "submit")
-    _call(plate_env, "run_program", code="from jointrl.envs.cad.csg import box, save\nsave(box((1, 1, 1)))")
+    _call(plate_env, "run_program", code="from cadkit import box, save\nsave(box((1, 1, 1)))")
     assert plate_env.signals()["success"] == 1 and plate_env.signals()["iou"] == pytest.approx(1)
     assert _call(plate_env, "submit").error is not None  # one submission per episode

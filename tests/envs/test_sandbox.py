@@ -91,8 +91,8 @@ def test_backend_in_use_and_commands_run(box):
     inside_uid = box.uid if os.geteuid() == 0 or box.backend == "bwrap" else 0
     assert result.stdout.split() == ["/workspace", "/workspace", str(inside_uid), "out"]
     assert result.stderr == "err\n" and result.exit_code == 3 and not result.ok and not result.timed_out
-    # An argv list runs without a shell; the venv's python and packages are there.
-    argv = ["python", "-c", "import jointrl.envs.base, sys; print(sys.argv[1])", "two words"]
+    # An argv list runs without a shell; the sandbox's python and the tasks' packages are there.
+    argv = ["python", "-c", "import numpy, openpyxl, sys; print(sys.argv[1])", "two words"]
     assert box.run(argv).stdout == "two words\n"
 
 
@@ -112,7 +112,7 @@ def test_run_result_text_and_inputs():
         assert RunResult("", "", 0, False, True, 0.1).text() == "[exit code 0]\n[output truncated]"
 
 
-def test_host_is_read_only(box, host_dir):
+def test_host_is_out_of_reach(box, host_dir):
     victim = host_dir / "victim.txt"
     victim.write_text("original\n")
     victim.chmod(0o644)
@@ -124,8 +124,10 @@ def test_host_is_read_only(box, host_dir):
     # /tmp inside is private: the write succeeds there but must not reach the host's /tmp.
     script += [f"echo private > /tmp/{tag} && cat /tmp/{tag}"]
     result = box.run("; ".join(script))
-    assert result.stdout == "original\nprivate\n", result.text()
-    assert result.stderr.count("Read-only file system") >= len(targets) + 3, result.text()
+    # The host directory is not in the sandbox at all; the system directories that are, are read-only.
+    assert result.stdout == "private\n", result.text()
+    assert result.stderr.count(f"{host_dir}/") >= 5, result.text()
+    assert result.stderr.count("Read-only file system") >= 3, result.text()
     assert victim.read_text() == "original\n" and victim.stat().st_mode & 0o777 == 0o644
     for target in targets + [Path("/tmp") / tag]:
         assert not target.exists(), target
@@ -382,15 +384,16 @@ def test_fresh_sandbox_from_a_copy():
 
 
 def test_bwrap_command_line_follows_what_the_installed_bwrap_knows(monkeypatch, tmp_path):
-    plan = confine.mount_plan(tmp_path, Limits(tmp_bytes=1 << 20), as_other=False)
+    plan = confine.mount_plan(tmp_path, Limits(tmp_bytes=1 << 20), python=[])
     env = confine.sandbox_env()
     monkeypatch.setattr(confine, "bwrap_options", lambda: frozenset({"--size", "--disable-userns", "--tmpfs"}))
     modern = confine.bwrap_argv(plan, env, Limits(), ["true"], uid=None)
-    assert modern.count("--size") == 3 and "--disable-userns" in modern
-    assert modern[modern.index("--tmpfs", modern.index("--size")) + 1] == "/dev/shm"
+    tmpfs = [i for i, arg in enumerate(modern) if arg == "--tmpfs"]
+    assert [modern[i + 1] for i in tmpfs] == ["/etc", "/dev/shm", "/tmp", "/run"] and "--disable-userns" in modern
+    assert all(modern[i - 4] == "--size" for i in tmpfs)  # every tmpfs is capped
     # bwrap 0.6 (Ubuntu 22.04) has neither option: leave them out rather than fail to start.
     monkeypatch.setattr(confine, "bwrap_options", lambda: frozenset({"--ro-bind", "--tmpfs", "--perms"}))
     old = confine.bwrap_argv(plan, env, Limits(), ["true"], uid=None)
-    assert "--size" not in old and "--disable-userns" not in old and old.count("--tmpfs") == 3
+    assert "--size" not in old and "--disable-userns" not in old and old.count("--tmpfs") == 4
     as_root = confine.bwrap_argv(plan, env, Limits(), ["true"], uid=123456789)
     assert "--unshare-user" not in as_root and as_root[as_root.index("--reuid") + 1] == "123456789"

@@ -1,5 +1,5 @@
 """The SWE domain: reference packages against independent expectations, mutation, task building, tools,
-grading against real pytest runs, and tampering with the tests."""
+grading (its harness against real pytest runs on honest code), and tampering with the tests."""
 import ast
 import csv
 import datetime
@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 
 from jointrl.envs import registry
+from jointrl.envs.sandbox import Sandbox
 from jointrl.envs.swe import FAMILIES as REGISTERED, grading, mutation, probe, project, task
 from jointrl.envs.swe.catalog import FAMILIES
 from jointrl.envs.swe.projects.caches import heap, lru
@@ -210,7 +211,7 @@ def test_many_seeds_build_and_their_fixes_restore_the_reference(difficulty):
 
 
 def test_buggy_and_reference_packages_grade_as_built():
-    """The two package states graded without a run really give those results under pytest."""
+    """The two package states graded without a run really give those results through the grading harness."""
     for family, difficulty, seed in (("strings", "hard", 0), ("caches", "easy", 1)):
         built = task.build(family, difficulty, seed)
         everything = frozenset(built.fail_to_pass + built.pass_to_pass)
@@ -226,6 +227,34 @@ def test_buggy_and_reference_packages_grade_as_built_for_every_family(family):
         assert grading.run_tests(built, grading.buggy_package(built), use_known=False) == frozenset(built.pass_to_pass)
         everything = frozenset(built.fail_to_pass + built.pass_to_pass)
         assert grading.run_tests(built, grading.reference_package(built), use_known=False) == everything
+
+
+def _pytest_passed(built, package: dict) -> frozenset:
+    """The graded test ids a real pytest run of the rendered tests passes (junit report), as a reference."""
+    import xml.etree.ElementTree as ElementTree
+
+    files = {**package, **built.project.test_files(), "pytest.ini": project.PYTEST_INI}
+    with Sandbox(files=files) as box:
+        box.run(grading.pytest_argv("-q", "--timeout=5", "--junitxml=report.xml", "tests"), env=grading.PYTEST_ENV)
+        root = ElementTree.fromstring(box.read("report.xml"))
+    passed = {
+        f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"
+        for case in root.iter("testcase") if not any(c.tag in ("failure", "error", "skipped") for c in case)
+    }
+    return frozenset(passed) & frozenset(built.fail_to_pass + built.pass_to_pass)
+
+
+@pytest.mark.parametrize("family,difficulty,seed", [("durations", "hard", 6), ("caches", "medium", 7), ("reports", "hard", 2)])
+def test_the_harness_agrees_with_pytest_on_honest_partial_fixes(family, difficulty, seed):
+    built = task.build(family, difficulty, seed)
+    sources = dict(built.sources)
+    # Fix the first bug only: some FAIL_TO_PASS tests pass now, others still fail.
+    bug = built.bugs[0]
+    sources[bug.module] = sources[bug.module].replace(bug.fix_old, bug.fix_new)
+    package = {f"{built.package}/{stem}.py": text.encode() for stem, text in sources.items()}
+    via_harness = grading.run_tests(built, package, use_known=False)
+    assert via_harness == _pytest_passed(built, package)
+    assert set(built.pass_to_pass) <= via_harness
 
 
 # Tools.

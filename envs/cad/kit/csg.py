@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import manifold3d
 import numpy as np
 
-from jointrl.envs.cad import mesh_io
+from . import mesh_io
 
 __all__ = ["box", "cylinder", "sphere", "circle_points", "prism", "regular_prism", "revolve", "translate", "rotate",
            "mirror", "union", "difference", "intersection", "volume", "bounding_box", "save"]
