@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -25,6 +26,11 @@ import jsonschema
 
 ENV_ID = re.compile(r"^(?P<domain>[a-z0-9_]+)/(?P<family>[a-z0-9_.-]+)-v(?P<version>\d+):(?P<difficulty>[a-z0-9_]+)$")
 TIERS = ("low", "high", "max")
+SIGNALS_SECONDS = 180.0  # the longest an env's scoring may take before the episode counts as failed
+MAX_SIGNALS = 64
+# Tool arguments beyond these never reach a tool: a model can write any text, and json.loads recurses.
+MAX_ARGUMENT_CHARS = 1 << 20
+MAX_ARGUMENT_DEPTH = 32
 
 
 def parse_env_id(env_id: str) -> dict[str, str]:
@@ -137,10 +143,32 @@ def tool(description: str, parameters: dict | None = None, timeout: float = 30.0
     return mark
 
 
+def argument_problem(value, depth: int = 0) -> str | None:
+    """Why tool arguments cannot reach a tool (too deep, a NUL or a lone surrogate in a string), or None."""
+    if depth > MAX_ARGUMENT_DEPTH:
+        return f"nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+    if isinstance(value, str):
+        if "\0" in value:
+            return "a string holds a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a string is not valid UTF-8 (a lone surrogate)"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        problem = (argument_problem(key, depth + 1) if isinstance(key, str) else None) or argument_problem(item, depth + 1)
+        if problem is not None:
+            return problem
+    return None
+
+
 class Env(ABC):
     """Base class of every environment: tool dispatch, validation, error accounting, demo replay."""
 
     spec: EnvSpec | None = None  # set by the registry's make()
+    signals_seconds: float = SIGNALS_SECONDS  # a domain whose scoring is slow by design may raise it
+    signals_error: str | None = None  # why the last scoring failed, when it did
 
     def __init__(self, difficulty: str = "easy", **kwargs: Any):
         self.difficulty = difficulty
@@ -182,10 +210,17 @@ class Env(ABC):
             known = ", ".join(sorted(self._tools)) or "none"
             return self._error(f"unknown tool {name!r}; available tools: {known}")
         raw = function.get("arguments", "{}")
+        if isinstance(raw, str) and len(raw) > MAX_ARGUMENT_CHARS:
+            return self._error(f"arguments of {name} are {len(raw)} characters long; the limit is {MAX_ARGUMENT_CHARS}")
         try:
             arguments = json.loads(raw) if isinstance(raw, str) else raw
         except json.JSONDecodeError as err:
             return self._error(f"arguments of {name} are not valid JSON ({err.msg} at position {err.pos})")
+        except RecursionError:
+            return self._error(f"arguments of {name} are nested too deeply to read")
+        problem = argument_problem(arguments)
+        if problem is not None:
+            return self._error(f"bad arguments for {name}: {problem}")
         definition = self._tools[name]
         try:
             definition.validator().validate(arguments)
@@ -204,8 +239,31 @@ class Env(ABC):
         self.final_answer = text
 
     def signals(self) -> dict[str, float]:
-        """Verifiable facts about the episode; always has `success` and `tool_errors`."""
-        out = dict(self._signals())
+        """Verifiable facts about the episode; always has `success` and `tool_errors`.
+
+        Bounded whatever the episode left behind: scoring that runs past SIGNALS_SECONDS (or fails) scores
+        the episode as failed (`signals_failed` 1) instead of holding the worker, and at most MAX_SIGNALS
+        finite float signals are kept.
+        """
+        outcome: dict = {}
+
+        def target():
+            try:
+                outcome["value"] = self._signals()
+            except Exception as err:  # a scoring bug or a workspace scoring cannot read: failed, not fatal
+                outcome["error"] = f"{type(err).__name__}: {err}"
+
+        worker = threading.Thread(target=target, daemon=True, name="signals")
+        worker.start()
+        worker.join(self.signals_seconds)
+        raw = outcome.get("value")
+        if not isinstance(raw, dict):
+            self.signals_error = outcome.get("error") or f"scoring did not finish within {self.signals_seconds:g}s"
+            raw = {"success": 0.0, "signals_failed": 1.0}
+        out = {}
+        for key, value in list(raw.items())[:MAX_SIGNALS]:
+            if isinstance(key, str) and isinstance(value, (int, float)) and math.isfinite(value):
+                out[key] = float(value)
         out.setdefault("success", 0.0)
         out["tool_errors"] = float(self.tool_errors)
         out["tool_calls"] = float(self.tool_calls)

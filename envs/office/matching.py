@@ -14,10 +14,14 @@ import re
 from dataclasses import dataclass
 
 REL_TOL, ABS_TOL = 0.005, 0.01
+# An answer is a figure or a name: its tail is all matching reads, so a huge reply costs no more than this.
+MAX_REPLY_CHARS = 4096
 ANSWER_MARK = re.compile(r"(?i)\bfinal answer\s*[:=]|\banswer\s*[:=]")
 # A number: optional sign or opening parenthesis, digits with ',' or '.' groups, optional decimals.
 # A figure glued to 'FY' is a year label, not an answer.
-NUMBER = re.compile(r"(?P<neg>[-\u2212\u2013(])?\s*(?<!FY)(?<![\d.,])(?P<digits>\d[\d,.]*\d|\d)(?:\s?(?P<suffix>%|percent\b|k\b|thousands?\b|tsd\b|mn\b|m\b|mio\b|millions?\b|bn\b|billions?\b|(?:st|nd|rd|th)\b))?", re.I)
+# The gap after a sign is bounded ({0,3}), which keeps matching linear in the reply's length (an
+# unbounded \s* retried at every blank of a long run of blanks is quadratic).
+NUMBER = re.compile(r"(?P<neg>[-\u2212\u2013(])?\s{0,3}(?<!FY)(?<![\d.,])(?P<digits>\d[\d,.]*\d|\d)(?:\s?(?P<suffix>%|percent\b|k\b|thousands?\b|tsd\b|mn\b|m\b|mio\b|millions?\b|bn\b|billions?\b|(?:st|nd|rd|th)\b))?", re.I)
 SCALES = {"k": 1e3, "thousand": 1e3, "thousands": 1e3, "tsd": 1e3, "m": 1e6, "mn": 1e6, "mio": 1e6, "million": 1e6,
           "millions": 1e6, "bn": 1e9, "billion": 1e9, "billions": 1e9}
 CURRENCY_CODES = ("EUR", "USD", "GBP", "CHF", "JPY", "SEK", "CAD")
@@ -150,7 +154,8 @@ def text_matches(reply: str, gold: Gold) -> bool:
 
 
 def matches(reply: str | None, gold: Gold) -> bool:
-    """Whether a final reply answers the gold correctly."""
+    """Whether a final reply answers the gold correctly; only its last MAX_REPLY_CHARS characters are read."""
     if not reply:
         return False
+    reply = reply[-MAX_REPLY_CHARS:]
     return text_matches(reply, gold) if gold.is_text else number_matches(reply, gold)

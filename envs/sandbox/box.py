@@ -14,6 +14,7 @@ so the process limit counts that sandbox's processes and nothing else.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from jointrl.envs.sandbox.process import Confinement, collect, kill_tree
 from jointrl.envs.sandbox.session import BashSession
 from jointrl.envs.sandbox.types import MAX_COMMAND_BYTES, Limits, RunResult, SandboxUnavailable
 
+PREFIX = "jointrl-sandbox-"
 # Per-sandbox host uids when running as root: far above login, system and usual subordinate-id ranges.
 UID_BASE, UID_SPAN = 1 << 30, 1 << 24
 
@@ -55,7 +57,8 @@ class Sandbox:
         if backend not in ("bwrap", "unshare"):
             raise ValueError(f"unknown sandbox backend {backend!r}; expected 'bwrap' or 'unshare'")
         uid = UID_BASE + secrets.randbelow(UID_SPAN) if os.geteuid() == 0 else None
-        base = Path(tempfile.mkdtemp(prefix="jointrl-sandbox-"))
+        # The owner's pid in the name lets a successor sweep what a killed worker left (sweep_orphans).
+        base = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # packages: host folders the sandbox's Python imports by these names (read-only), e.g. a domain's API.
         self._box = Confinement(backend, base, uid, packages)
         self._sessions: list[BashSession] = []
@@ -148,8 +151,17 @@ class Sandbox:
         self._sessions.append(session)
         return session
 
+    def stop(self) -> None:
+        """Kill every process of this sandbox (a shell restarts on its next command): the workspace holds still."""
+        for session in list(self._sessions):
+            session.kill()
+        for proc in list(self._box.live):
+            kill_tree(proc)
+            self._box.live.discard(proc)
+
     def copy_workspace(self, dest: Path) -> None:
-        """Copy the workspace to `dest` (links copied as links, special files skipped)."""
+        """Stop every process, then copy the workspace to `dest` (links as links, special files skipped, bounded)."""
+        self.stop()
         copy_tree(self.workspace, Path(dest))
 
     def close(self) -> None:
@@ -171,6 +183,8 @@ class Sandbox:
 def fresh_sandbox_from(src: Sandbox | Path, limits: Limits | None = None) -> Sandbox:
     """A new sandbox whose workspace is a copy of `src`'s (or of a host directory)."""
     if isinstance(src, Sandbox):
+        # Nothing of the episode may still be running while its workspace is read for scoring.
+        src.stop()
         limits = limits or src.limits
         origin, backend = src.workspace, src.backend
     else:
@@ -209,3 +223,31 @@ def sandbox_backend() -> str:
     raise SandboxUnavailable(
         "no sandbox backend works on this machine (" + "; ".join(problems) + "). Install bubblewrap "
         "(apt-get install bubblewrap) and make sure user namespaces are allowed (user.max_user_namespaces > 0).")
+
+
+def sweep_orphans(root: str | None = None) -> list[str]:
+    """Delete the sandbox folders whose owning process is gone (a worker killed with SIGKILL); their paths."""
+    root = root or tempfile.gettempdir()
+    swept = []
+    for entry in os.scandir(root):
+        match = re.fullmatch(rf"{PREFIX}(\d+)-\w+", entry.name)
+        if not match or not entry.is_dir(follow_symlinks=False) or _alive(int(match.group(1))):
+            continue
+        # Its processes died with their init (the parent-death signal); a folder the sandbox closed to
+        # its owner must be opened before it can be removed.
+        workspace = Path(entry.path) / "workspace"
+        if os.geteuid() != 0 and workspace.is_dir() and not workspace.is_symlink():
+            open_up(workspace)
+        shutil.rmtree(entry.path, ignore_errors=True)
+        swept.append(entry.path)
+    return swept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,10 +87,67 @@ def regular(fd: int, path: str) -> None:
         raise ValueError(f"path {path!r} is not a regular file")
 
 
-def copy_tree(src: Path, dest: Path) -> None:
-    """Copy a workspace: symlinks as links, never followed; FIFOs, sockets and devices skipped."""
-    def special(directory: str, names: list[str]) -> set[str]:
-        kept = (stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK)
-        return {n for n in names if not any(k(os.lstat(os.path.join(directory, n)).st_mode) for k in kept)}
+class CopyTooLarge(OSError):
+    """A workspace over the copy's bounds on files or bytes."""
 
-    shutil.copytree(src, dest, symlinks=True, ignore=special, dirs_exist_ok=True)
+
+def copy_tree(src: Path, dest: Path, max_files: int = 20_000, max_bytes: int = 256 << 20) -> None:
+    """Copy a workspace without ever following a link: symlinks as links, FIFOs, sockets and devices skipped.
+
+    Every directory and file is opened relative to its parent's descriptor with O_NOFOLLOW, so a link
+    swapped in while the copy runs is refused rather than followed (no race can steer it to a host path),
+    and a workspace over `max_files` entries or `max_bytes` of file data raises CopyTooLarge.
+    """
+    budget = {"files": max_files, "bytes": max_bytes}
+    dest.mkdir(parents=True, exist_ok=True)
+    top = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _copy_dir(top, dest, budget)
+    finally:
+        os.close(top)
+
+
+def _copy_dir(fd: int, dest: Path, budget: dict) -> None:
+    for name in sorted(os.listdir(fd)):
+        budget["files"] -= 1
+        if budget["files"] < 0:
+            raise CopyTooLarge("the workspace has more entries than a copy takes")
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        target = dest / name
+        if stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(name, dir_fd=fd), target)
+        elif stat.S_ISDIR(info.st_mode):
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:
+                continue  # replaced by a link or a file since it was listed: not copied
+            try:
+                target.mkdir(exist_ok=True)
+                _copy_dir(child, target, budget)
+            finally:
+                os.close(child)
+            # The mode last: a directory closed to writing must first receive its entries.
+            os.chmod(target, stat.S_IMODE(info.st_mode))
+        elif stat.S_ISREG(info.st_mode):
+            _copy_file(fd, name, target, info, budget)
+        else:
+            continue
+        # Times too, as a copy with shutil.copy2 would keep them (make and checks of freshness read them).
+        os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
+
+
+def _copy_file(fd: int, name: str, target: Path, info: os.stat_result, budget: dict) -> None:
+    # A file replaced by a link since it was listed fails here (ELOOP) rather than being followed.
+    source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        if not stat.S_ISREG(os.fstat(source).st_mode):
+            return
+        with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
+            while chunk := os.read(source, 1 << 20):
+                budget["bytes"] -= len(chunk)
+                if budget["bytes"] < 0:
+                    raise CopyTooLarge("the workspace holds more data than a copy takes")
+                out.write(chunk)
+        os.chmod(target, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(source)

@@ -6,6 +6,11 @@ by a line that prints a per-session random marker and `$?` to stdout and the mar
 read up to the markers; what a background job prints after one shows up with the next command.
 A command that outlives its timeout takes the shell with it: the whole process tree is killed, a new
 shell is started, and the result says that the state was lost.
+
+Every call is bounded by its wall clock whatever the shell does: the command is written to the shell
+while both output pipes are read, without blocking, so a stopped shell (`kill -STOP $$`) that never reads
+its stdin, or one whose output nobody drains, costs a timeout and a restart, never a hung worker. close()
+kills the process tree first and waits for a call in flight only as long as that call's own bound.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import time
 from jointrl.envs.sandbox.process import Confinement, kill_tree
 from jointrl.envs.sandbox.types import Capture, Limits, RunResult
 
+# A command goes to the shell through a pipe, not an argument: only memory and time bound it.
+MAX_SCRIPT_BYTES = 4 << 20
 RESET = "cwd, variables, functions and background jobs are reset"
 LOST = f"the shell was restarted: {RESET}"
 EXITED = f"the shell exited; a new one was started: {RESET}"
@@ -107,6 +114,8 @@ class BashSession:
         wall = self.limits.wall_seconds if timeout is None else timeout
         script = (f"eval {ansi_c_quote(command)} < /dev/null\n"
                   f"printf '\\n{self._marker} %d\\n' $?; printf '\\n{self._marker}\\n' >&2\n")
+        if len(script) > MAX_SCRIPT_BYTES:
+            raise ValueError(f"command of {len(script)} bytes is over {MAX_SCRIPT_BYTES}; write long scripts to a file")
         with self._lock:
             if self._closed:
                 raise RuntimeError("this shell session is closed")
@@ -118,12 +127,7 @@ class BashSession:
             started = time.monotonic()
             for stream in self._streams.values():
                 stream.begin(self.limits.output_bytes)
-            try:
-                self._proc.stdin.write(script.encode())
-                self._proc.stdin.flush()
-            except BrokenPipeError:
-                pass  # the shell is gone; reading finds EOF and reports it
-            outcome = self._read(started + wall)
+            outcome = self._exchange(script.encode(), started + wall)
             out, err = (s.capture for s in self._streams.values())
             exit_code = self._streams[self._proc.stdout].status if outcome == "done" else None
             if outcome == "exited":
@@ -137,11 +141,15 @@ class BashSession:
                              timed_out=outcome == "timeout", truncated=out.truncated or err.truncated,
                              duration=time.monotonic() - started, timeout=wall, note=note)
 
-    def _read(self, deadline: float) -> str:
-        """Read both pipes until both markers ('done'), EOF ('exited') or the deadline ('timeout')."""
+    def _exchange(self, script: bytes, deadline: float) -> str:
+        """Write the script and read both pipes until both markers ('done'), EOF ('exited') or the deadline."""
         selector = selectors.DefaultSelector()
         for pipe, stream in self._streams.items():
             selector.register(pipe, selectors.EVENT_READ, stream)
+        stdin = self._proc.stdin
+        os.set_blocking(stdin.fileno(), False)
+        selector.register(stdin, selectors.EVENT_WRITE, None)
+        left_to_write = memoryview(script)
         exited = False
         try:
             while any(not s.done for s in self._streams.values()) and selector.get_map():
@@ -149,6 +157,14 @@ class BashSession:
                 if left <= 0:
                     return "timeout"
                 for key, _ in selector.select(left):
+                    if key.fileobj is stdin:
+                        try:
+                            left_to_write = left_to_write[os.write(key.fd, left_to_write):]
+                        except (BrokenPipeError, BlockingIOError):
+                            left_to_write = left_to_write[:0]  # the shell is gone: reading finds EOF and says so
+                        if not left_to_write:
+                            selector.unregister(stdin)
+                        continue
                     chunk = os.read(key.fd, 1 << 16)
                     if chunk:
                         key.data.feed(chunk)
@@ -161,8 +177,19 @@ class BashSession:
         finally:
             selector.close()
 
+    def kill(self) -> None:
+        """Kill the shell and everything it started; the next run starts a fresh shell (and says so)."""
+        proc = self._proc
+        if proc is not None:
+            # Killing first ends a call in flight at once (its pipes reach EOF), so the lock comes free.
+            kill_tree(proc)
+        if self._lock.acquire(timeout=self.limits.wall_seconds + 5.0):
+            try:
+                self._stop()
+            finally:
+                self._lock.release()
+
     def close(self) -> None:
-        """Kill the shell and everything it started; safe to call twice."""
-        with self._lock:
-            self._closed = True
-            self._stop()
+        """Kill the shell and everything it started for good; safe to call twice, bounded even during a call."""
+        self._closed = True
+        self.kill()

@@ -66,6 +66,8 @@ class SweEnv(Env):
         if self.task is None or self.box is None or self.box.closed:
             # After close the workspace is gone: what was last graded stands.
             return dict(self._last) if self._last else {"success": 0.0}
+        # Nothing the episode started may still be running (and rewriting files) while they are read.
+        self.box.stop()
         package = grading.package_files(self.box, self.task.package)
         key = grading.fingerprint(package)
         if self._graded is None or self._graded[0] != key:

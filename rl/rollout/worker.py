@@ -17,17 +17,18 @@ from dataclasses import dataclass, replace
 import torch
 
 from jointrl.envs import registry
+from jointrl.envs.sandbox import sweep_orphans
 from jointrl.model.checkpoint import use_mxfp4_experts_
 from jointrl.model.config import ModelConfig
 from jointrl.model.generate import SamplingParams
 from jointrl.model.mxfp4 import MXFP4Experts, dequantize_state_dict, mxfp4_state_dict
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
-from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.config import RolloutConfig
+from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
-from jointrl.rl.trajectory import Trajectory
 from jointrl.rl.rollout.weight_sync import WeightUpdate
+from jointrl.rl.trajectory import Trajectory
 
 
 def sampling_params(rollout: RolloutConfig) -> SamplingParams:
@@ -59,6 +60,8 @@ class RolloutWorker:
         env_setup: Sequence[str] = (),
         threads: int | None = None,
     ):
+        # A worker restarted after a SIGKILL finds its predecessor's sandbox folders: remove them first.
+        sweep_orphans()
         if threads is not None:
             # One process per share of the machine: more intra-op threads than the share only contend.
             torch.set_num_threads(threads)

@@ -156,3 +156,139 @@ def test_a_unix_socket_on_the_host_is_not_reachable(tmp_path):
         finally:
             server.close()
             path.unlink()
+
+
+# Liveness: whatever the model did to its shell, every call and close() ends within its bound.
+
+def test_stopped_shell_plus_1mb_command_returns_within_the_20s_command_bound_and_close_within_10s(make):
+    import time
+
+    env = make("terminal/archive-v0:easy", 4)
+    tool_bound = env._tools["bash"].timeout
+    # A background job stops its own shell ($$ is the shell's pid in the subshell too).
+    assert call(env, "bash", command="(sleep 0.2; kill -STOP $$) & echo started").error is None
+    time.sleep(0.5)
+    started = time.monotonic()
+    result = call(env, "bash", command="echo " + "x" * 1_000_000)
+    took = time.monotonic() - started
+    assert result.error is not None or "timed out" in result.content, result.content[-300:]
+    assert took < tool_bound + 5, f"the call took {took:.1f}s (bound {tool_bound:g}s)"
+    assert "back" in call(env, "bash", command="echo back").content  # the shell was restarted
+    started = time.monotonic()
+    env.close()
+    closed_in = time.monotonic() - started
+    assert closed_in < 10, f"close() took {closed_in:.1f}s"
+    fresh = make("terminal/archive-v0:easy", 4)
+    assert "alive" in call(fresh, "bash", command="echo alive").content
+
+
+def test_a_shell_that_stops_itself_times_out_and_is_restarted(make):
+    env = make("terminal/archive-v0:easy", 5)
+    stopped = call(env, "bash", command="kill -STOP $$")
+    assert "timed out" in stopped.content and "restarted" in stopped.content, stopped.content
+    result = call(env, "bash", command="echo back")
+    assert "back" in result.content, result.content
+
+
+def test_a_killed_workers_workspaces_are_swept(tmp_path):
+    import subprocess
+
+    code = ("import os, sys; sys.path[:0] = sys.argv[1:2]\n"
+            "from jointrl.envs.sandbox import Sandbox\n"
+            "box = Sandbox(files={'f.txt': 'x'})\n"
+            "print(box.workspace.parent, flush=True)\n"
+            "os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+    left = Path(out)
+    assert left.is_dir(), "SIGKILL left the workspace behind"
+    from jointrl.envs.sandbox import sweep_orphans
+
+    assert str(left) in sweep_orphans()
+    assert not left.exists()
+
+
+# Scoring: the workspace is read only after every process of the episode is dead, without following links.
+
+def test_scoring_copies_no_host_file_through_a_symlink_race(make):
+    env = make("terminal/archive-v0:easy", 6)
+    # A background loop swapping a directory for a link to the host's root, as fast as it can.
+    race = ("mkdir -p swap; (while true; do rm -rf swap; ln -s / swap; rm -f swap; mkdir swap; "
+            "echo decoy > swap/f; done) >/dev/null 2>&1 &")
+    call(env, "bash", command=race)
+    copy = Path(env.sandbox.workspace.parent.parent) / f"scored-{os.getpid()}"
+    try:
+        env.sandbox.copy_workspace(copy)
+        swap = copy / "swap"
+        assert swap.is_symlink() or not swap.exists() or sorted(p.name for p in swap.iterdir()) in ([], ["f"])
+        assert not (copy / "swap" / "etc").exists() or swap.is_symlink()
+    finally:
+        import shutil
+
+        shutil.rmtree(copy, ignore_errors=True)
+    # The loop was killed before the copy: nothing of the episode still runs.
+    assert "running" not in call(env, "bash", command="jobs -r; pgrep -c bash >/dev/null && echo ok").content
+
+
+def test_a_300mb_workspace_over_the_256mb_copy_bound_fails_scoring_without_filling_the_host(make):
+    from jointrl.envs.sandbox.paths import CopyTooLarge, copy_tree
+
+    env = make("terminal/archive-v0:easy", 7)
+    call(env, "bash", command="for i in $(seq 1 5); do head -c 60000000 /dev/zero > big$i; done 2>/dev/null; ls | wc -l")
+    with pytest.raises(CopyTooLarge):
+        copy_tree(env.sandbox.workspace, env.sandbox.workspace.parent / "copy")  # the default bound: 256 MiB
+    signals = env.signals()
+    assert signals["success"] == 0.0
+
+
+def test_signals_that_hang_score_the_episode_failed_within_a_1s_bound():
+    import time
+
+    from jointrl.envs.base import Action, Env
+
+    class Hangs(Env):
+        signals_seconds = 1.0
+
+        def _reset(self, seed):
+            return [{"role": "user", "content": "wait"}]
+
+        def _signals(self):
+            time.sleep(30)
+            return {"success": 1.0}
+
+        def _solution(self):
+            yield Action(None, answer="x")
+
+    env = Hangs()
+    env.reset(0)
+    started = time.monotonic()
+    signals = env.signals()
+    assert time.monotonic() - started < 3
+    assert signals["success"] == 0.0 and signals["signals_failed"] == 1.0 and "within 1s" in env.signals_error
+
+
+# Bad input: never an exception out of step(), never a quadratic answer check.
+
+@pytest.mark.parametrize("raw,fragment", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (json.dumps({"command": "echo \x00 hi"}), "NUL"),
+    ('{"command": "\\ud800"}', "not valid UTF-8"),
+    ("x" * (2 << 20), "the limit is"),
+    (json.dumps({"command": "x", "extra": eval("[" * 40 + "1" + "]" * 40)}), "nested deeper"),
+])
+def test_malformed_arguments_are_error_observations(raw, fragment, make):
+    env = make("terminal/archive-v0:easy", 8)
+    result = env.step({"id": "c", "type": "function", "function": {"name": "bash", "arguments": raw}})
+    assert result.error is not None and fragment in result.error, result.error
+
+
+def test_office_answer_matching_of_2e6_blank_characters_takes_under_1s(make):
+    import time
+
+    env = make("office/margin-v0:easy", 1)
+    timings = []
+    for n in (20_000, 200_000, 2_000_000):
+        env.answer(" " * n)
+        started = time.monotonic()
+        assert env.signals()["success"] == 0.0
+        timings.append(time.monotonic() - started)
+    assert max(timings) < 1.0, f"answer checks took {timings} s for 2e4, 2e5, 2e6 characters"
