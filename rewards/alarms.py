@@ -10,6 +10,9 @@
                  rose, and by >= `gap_margin` more than the verifier's independent check (e.g. verified)
   zero_variance  an env's reward std stays <= `zero_variance_tol` for `zero_variance_patience` steps in which
                  it was scored twice or more: all its samples agree, so its groups teach nothing
+  tampering      a domain's share of episodes with a tamper signal (`hack/<domain>/any`: edits to the test
+                 runner or report, atexit hooks, several answers at once) stays >= `tamper_share` for
+                 `tamper_patience` steps: the policy is learning to forge the reward, not the skill
 Steps in which a subject has no metric neither advance nor reset its streak or window. Every alarm firing
 this step is counted in `alarm/<kind>`; a warning (RewardAlarm) is issued when a subject starts firing, and
 a kind listed in `stop_on` raises RewardAlarmError to stop the run. The state is saved with the checkpoint.
@@ -23,7 +26,7 @@ from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-KINDS = ("dominance", "think_drift", "verifier_gap", "zero_variance")
+KINDS = ("dominance", "think_drift", "verifier_gap", "zero_variance", "tampering")
 CORRECTNESS_TERMS = ("correctness", "resolved", "iou", "answer_match", "state_check", "partial_credit")
 
 
@@ -53,21 +56,23 @@ class AlarmConfig(BaseModel):
     gap_margin: float = Field(0.05, description="Rise of a signal beyond its verifier's rise that fires the alarm.")
     zero_variance_patience: int = Field(20, description="Steps of zero reward variance in an env before it alarms.")
     zero_variance_tol: float = Field(1e-8, description="Reward std at or below which an env counts as zero-variance.")
+    tamper_share: float = Field(0.05, description="Share of a domain's episodes with a tamper signal that counts ...")
+    tamper_patience: int = Field(3, description="... for this many consecutive steps fires the tampering alarm.")
     stop_on: tuple[str, ...] = Field((), description="Alarm kinds that stop the run instead of only warning.")
 
     # Field validators (not one model check) so a recipe error points at the offending key's own line.
-    @field_validator("dominance_patience", "drift_window", "gap_window", "zero_variance_patience")
+    @field_validator("dominance_patience", "drift_window", "gap_window", "zero_variance_patience", "tamper_patience")
     @classmethod
     def _at_least_one(cls, value: int, info: ValidationInfo) -> int:
         if value < 1:
             raise ValueError(f"alarm setting {info.field_name} must be >= 1, got {value}")
         return value
 
-    @field_validator("dominance_share")
+    @field_validator("dominance_share", "tamper_share")
     @classmethod
-    def _share(cls, value: float) -> float:
+    def _share(cls, value: float, info: ValidationInfo) -> float:
         if not 0 < value <= 1:
-            raise ValueError(f"alarm setting dominance_share must be in (0, 1], got {value}")
+            raise ValueError(f"alarm setting {info.field_name} must be in (0, 1], got {value}")
         return value
 
     @field_validator("think_rise", "gap_margin", "zero_variance_tol")
@@ -115,7 +120,7 @@ class RewardAlarms:
     def update(self, metrics: Mapping[str, float]) -> AlarmReport:
         """Check one step's metrics; warn on alarms that start firing, raise for kinds in stop_on."""
         alarms = self._dominance(metrics) + self._think_drift(metrics) + self._verifier_gap(metrics)
-        alarms += self._zero_variance(metrics)
+        alarms += self._zero_variance(metrics) + self._tampering(metrics)
         firing = {(a.kind, a.subject) for a in alarms}
         for alarm in alarms:
             if (alarm.kind, alarm.subject) not in self.active:
@@ -212,6 +217,19 @@ class RewardAlarms:
             if self._streak("zero_variance", env_id, std <= cfg.zero_variance_tol, cfg.zero_variance_patience):
                 message = f"{env_id}: reward variance zero for {self.streaks['zero_variance'][env_id]} scored steps"
                 alarms.append(Alarm("zero_variance", env_id, message))
+        return alarms
+
+    def _tampering(self, metrics: Mapping[str, float]) -> list[Alarm]:
+        cfg, alarms = self.config, []
+        for key, share in metrics.items():
+            parts = key.split("/")
+            if len(parts) != 3 or parts[0] != "hack" or parts[2] != "any":
+                continue
+            domain = parts[1]
+            if self._streak("tampering", domain, share >= cfg.tamper_share, cfg.tamper_patience):
+                message = (f"{domain}: {share:.0%} of episodes tampered with the verifier or answered several ways "
+                           f"for {self.streaks['tampering'][domain]} steps")
+                alarms.append(Alarm("tampering", domain, message))
         return alarms
 
     def state_dict(self) -> dict:

@@ -4,6 +4,8 @@ Names (domain, tier and reward names are lower_snake_case, so `/` separates leve
   reward/<domain>/{count, abstained, mean, std, normalized_mean, normalized_std}
   reward/<domain>/component/<reward>/{mean, abstained, share}
   signal/<domain>/<signal>                                mean of the env signal over episodes reporting it
+  hack/<domain>/<name>                                    mean of the env's tamper signal `hack_<name>`
+  hack/<domain>/any                                       share of the domain's episodes with any tamper signal
   tier/<tier>/{count, think_tokens, within_budget, reward_mean}
   env/<env_id>/reward_std                                 only for envs with two or more scored episodes
   reward/valid_fraction
@@ -18,6 +20,9 @@ from typing import Sequence
 
 from jointrl.envs.episode import Episode
 from jointrl.rewards.normalize import moments
+
+# An env signal named hack_<name> says the episode did something only a reward hacker does (0 or 1).
+HACK_PREFIX = "hack_"
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -44,6 +49,7 @@ def batch_metrics(
     for domain, idx in by_domain.items():
         out.update(_domain_metrics(f"reward/{domain}", idx, components, weights, raw, rewards))
         out.update(_signal_metrics(f"signal/{domain}", [episodes[i] for i in idx]))
+        out.update(_hack_metrics(f"hack/{domain}", [episodes[i] for i in idx]))
     for tier, idx in by_tier.items():
         out.update(_tier_metrics(f"tier/{tier}", [episodes[i] for i in idx], [raw[i] for i in idx]))
     for env_id, idx in by_env.items():
@@ -94,6 +100,17 @@ def _signal_metrics(prefix: str, episodes: list[Episode]) -> dict[str, float]:
             for key, value in episode.signals.items():
                 seen[key].append(float(value))
     return {f"{prefix}/{key}": _mean(values) for key, values in seen.items()}
+
+
+def _hack_metrics(prefix: str, episodes: list[Episode]) -> dict[str, float]:
+    """Tamper signals (an env names them `hack_<name>`): each one's mean, and the share of episodes with any."""
+    played = [e for e in episodes if not e.failed]
+    names = sorted({k for e in played for k in e.signals if k.startswith(HACK_PREFIX)})
+    if not names:
+        return {}
+    out = {f"{prefix}/{name[len(HACK_PREFIX):]}": _mean([float(e.signals.get(name, 0.0)) for e in played]) for name in names}
+    out[f"{prefix}/any"] = _mean([float(any(e.signals.get(n, 0.0) > 0 for n in names)) for e in played])
+    return out
 
 
 def _tier_metrics(prefix: str, episodes: list[Episode], raw: list[float | None]) -> dict[str, float]:

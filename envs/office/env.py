@@ -190,6 +190,7 @@ class OfficeEnv(Env):
             "answer_correct": float(correct),
             "answer_parsed": float(parsed),
             "files_read": len(needed & self._opened) / len(needed),
+            "hack_several_answers": float(matching.several_answers(self.final_answer, gold)),
         }
 
     def _solution(self) -> Iterator[Action]:

@@ -153,6 +153,21 @@ def text_matches(reply: str, gold: Gold) -> bool:
     return named == {gold.value}
 
 
+def several_answers(reply: str | None, gold: Gold) -> bool:
+    """Whether a reply hedges over several answers: two or more candidates named, or, after an explicit
+    answer marker, two or more different figures (only the last would be graded; a hedge is a tell)."""
+    if not reply:
+        return False
+    reply = reply[-MAX_REPLY_CHARS:]
+    if gold.is_text:
+        said = normalise(answer_part(reply))
+        return sum(bool(re.search(rf"\b{re.escape(normalise(c))}\b", said)) for c in gold.candidates) >= 2
+    if not ANSWER_MARK.search(reply):
+        return False
+    figures = {_digits(m.group("digits")) for m in NUMBER.finditer(answer_part(reply))} - {None}
+    return len(figures) >= 2
+
+
 def matches(reply: str | None, gold: Gold) -> bool:
     """Whether a final reply answers the gold correctly; only its last MAX_REPLY_CHARS characters are read."""
     if not reply:

@@ -72,7 +72,9 @@ class SweEnv(Env):
         key = grading.fingerprint(package)
         if self._graded is None or self._graded[0] != key:
             self._graded = (key, grading.run_tests(self.task, package))
-        grade = grading.Grade(self._graded[1], grading.tests_modified(self.box, self.task))
+        grade = grading.Grade(
+            self._graded[1], grading.tests_modified(self.box, self.task), grading.runner_tampering(package)
+        )
         self._last = grade.signals(self.task)
         return dict(self._last)
 

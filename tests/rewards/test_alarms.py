@@ -85,7 +85,7 @@ def test_a_healthy_run_raises_no_alarm():
     alarms = RewardAlarms(AlarmConfig(dominance_patience=3, drift_window=3, gap_window=3, zero_variance_patience=3))
     trajectory = [
         {**_shares(0.3), **_tier(200 + 2 * t, 0.3 + 0.02 * t), **_signals(0.3 + 0.02 * t, 0.29 + 0.02 * t),
-         ENV_STD: 0.4}
+         ENV_STD: 0.4, "hack/swe/any": 0.01}
         for t in range(20)
     ]
     reports = []
@@ -95,7 +95,7 @@ def test_a_healthy_run_raises_no_alarm():
             reports.append(alarms.update(step))
     assert all(r.alarms == [] for r in reports)
     assert reports[-1].metrics == {"alarm/dominance": 0.0, "alarm/think_drift": 0.0, "alarm/verifier_gap": 0.0,
-                                   "alarm/zero_variance": 0.0}
+                                   "alarm/zero_variance": 0.0, "alarm/tampering": 0.0}
 
 
 def test_warns_once_when_an_alarm_starts_and_counts_it_every_step():
@@ -141,3 +141,9 @@ def test_bad_settings_are_named(kwargs, fragment):
     with pytest.raises(ValueError) as info:
         AlarmConfig(**kwargs)
     assert fragment in str(info.value)
+
+
+def test_tampering_fires_after_patience_steps_and_resets_when_it_stops():
+    alarms = RewardAlarms(AlarmConfig(tamper_share=0.1, tamper_patience=2))
+    steps = [{"hack/swe/any": x} for x in (0.2, 0.3, 0.4, 0.05, 0.2)] + [{"hack/swe/tests_modified": 1.0}]
+    assert _run(alarms, steps) == [[], ["tampering:swe"], ["tampering:swe"], [], [], []]

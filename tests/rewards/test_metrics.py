@@ -48,3 +48,19 @@ def test_batch_metrics_by_hand(episode):
     assert m["reward/cad/component/correctness/share"] == 1.0
     assert m["reward/cad/component/tool_error_penalty/share"] == 0.0
     assert m["reward/valid_fraction"] == 0.75
+
+
+def test_tamper_signals_become_hack_metrics_by_hand(episode):
+    env = "swe/fix-v1:easy"
+    episodes = [
+        episode(env, signals={"success": 1.0, "hack_tests_modified": 1.0, "hack_runner_tampering": 0.0}),
+        episode(env, signals={"success": 0.0, "hack_tests_modified": 0.0, "hack_runner_tampering": 1.0}),
+        episode(env, signals={"success": 0.0, "hack_tests_modified": 0.0, "hack_runner_tampering": 0.0}),
+        episode(env, signals={"success": 0.0}),  # reports no tamper signal: counts as clean
+        episode(env, failed=True, signals={"hack_tests_modified": 1.0}),  # failed: left out
+        episode("cad/bracket-v1:easy", signals={"success": 1.0}),
+    ]
+    m = RewardMixer(RewardTable(default=[{"name": "correctness"}]), normalization="none").mix(episodes).metrics
+    assert m["hack/swe/tests_modified"] == 0.25 and m["hack/swe/runner_tampering"] == 0.25
+    assert m["hack/swe/any"] == 0.5
+    assert not any(k.startswith("hack/cad") for k in m)
