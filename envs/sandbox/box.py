@@ -24,6 +24,7 @@ import weakref
 from functools import lru_cache
 from pathlib import Path
 
+from jointrl.envs.sandbox.cgroup import CGROUP_ROOT, EpisodeGroup
 from jointrl.envs.sandbox.paths import copy_tree, open_in, open_up, regular
 from jointrl.envs.sandbox.process import Confinement, collect, kill_tree
 from jointrl.envs.sandbox.session import BashSession
@@ -40,6 +41,8 @@ def _cleanup(box: Confinement, sessions: list) -> None:
     for proc in list(box.live):
         kill_tree(proc)
     box.live.clear()
+    if box.group is not None:
+        box.group.remove()
     if box.uid is None and box.workspace.exists():
         # Not root: a directory the sandbox made unreadable or unwritable would block removal.
         open_up(box.workspace)
@@ -60,7 +63,7 @@ class Sandbox:
         # The owner's pid in the name lets a successor sweep what a killed worker left (sweep_orphans).
         base = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # packages: host folders the sandbox's Python imports by these names (read-only), e.g. a domain's API.
-        self._box = Confinement(backend, base, uid, packages)
+        self._box = Confinement(backend, base, uid, packages, _episode_group(self.limits))
         self._sessions: list[BashSession] = []
         self._finalizer = weakref.finalize(self, _cleanup, self._box, self._sessions)
         try:
@@ -141,7 +144,7 @@ class Sandbox:
             self._box.live.discard(proc)
         return RunResult(stdout=out.text(), stderr=err.text(), exit_code=None if timed_out else proc.returncode,
                          timed_out=timed_out, truncated=out.truncated or err.truncated,
-                         duration=time.monotonic() - started, timeout=wall)
+                         duration=time.monotonic() - started, timeout=wall, note=self._box.after_command(self.limits))
 
     def shell(self, limits: Limits | None = None, env: dict[str, str] | None = None) -> BashSession:
         """A persistent bash in this sandbox: cwd, variables and functions carry over between commands."""
@@ -192,7 +195,7 @@ def fresh_sandbox_from(src: Sandbox | Path, limits: Limits | None = None) -> San
         if not origin.is_dir():
             raise ValueError(f"{origin} is not a directory to copy a workspace from")
     fresh = Sandbox(limits, backend=backend, packages=src._box.packages if isinstance(src, Sandbox) else None)
-    copy_tree(origin, fresh.workspace)
+    copy_tree(origin, fresh.workspace, max_bytes=fresh.limits.workspace_bytes)
     for directory, dirs, files in os.walk(fresh.workspace):
         for name in dirs + files:
             fresh._box.own(os.path.join(directory, name))
@@ -225,6 +228,16 @@ def sandbox_backend() -> str:
         "(apt-get install bubblewrap) and make sure user namespaces are allowed (user.max_user_namespaces > 0).")
 
 
+def _episode_group(limits: Limits) -> EpisodeGroup | None:
+    """The episode's cgroup when cgroup v2 is usable here (see cgroup.py), else None: the rlimit fallback."""
+    if CGROUP_ROOT is None:
+        return None
+    try:
+        return EpisodeGroup(CGROUP_ROOT, limits.episode_memory_bytes, limits.episode_processes)
+    except OSError:
+        return None
+
+
 def sweep_orphans(root: str | None = None) -> list[str]:
     """Delete the sandbox folders whose owning process is gone (a worker killed with SIGKILL); their paths."""
     root = root or tempfile.gettempdir()
@@ -240,6 +253,15 @@ def sweep_orphans(root: str | None = None) -> list[str]:
             open_up(workspace)
         shutil.rmtree(entry.path, ignore_errors=True)
         swept.append(entry.path)
+    if CGROUP_ROOT is not None:
+        for group in CGROUP_ROOT.path.glob("jointrl-episode-*"):
+            match = re.fullmatch(r"jointrl-episode-(\d+)-\w+", group.name)
+            if match and not _alive(int(match.group(1))):
+                try:
+                    group.rmdir()  # its processes died with their parent-death signal
+                    swept.append(str(group))
+                except OSError:
+                    continue
     return swept
 
 

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from jointrl.envs.sandbox.cgroup import EpisodeGroup
 from jointrl.envs.sandbox.confine import HOST_PATH, bwrap_argv, mount_plan, sandbox_env, unshare_argv
 from jointrl.envs.sandbox.runtime import PYTHON, python_env, python_mounts
 from jointrl.envs.sandbox.types import Capture, Limits
@@ -50,6 +51,59 @@ def kill_tree(proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 5.0
     while any(_alive(pid) for pid in inits) and time.monotonic() < deadline:
         time.sleep(0.005)
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live descendant of `pid` with its parent (child -> parent), read from /proc."""
+    found: dict[int, int] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child in _children(parent):
+            if child not in found:
+                found[child] = parent
+                todo.append(child)
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def kill_background(proc: subprocess.Popen, shell: str = "bash") -> int:
+    """Kill every process under a confined shell's tree but the shell and its ancestors; how many were killed.
+
+    The shell is the shallowest descendant named `shell`: what it started and left running, and anything
+    orphaned to the namespace's init, is background.
+    """
+    tree = descendants(proc.pid)
+    depth: dict[int, int] = {}
+
+    def depth_of(pid: int) -> int:
+        if pid not in depth:
+            depth[pid] = 0 if pid == proc.pid else depth_of(tree[pid]) + 1
+        return depth[pid]
+
+    shells = sorted((depth_of(pid), pid) for pid in tree if _comm(pid) == shell)
+    if not shells:
+        return 0
+    keep, pid = set(), shells[0][1]
+    while pid != proc.pid:
+        keep.add(pid)
+        pid = tree[pid]
+    killed = 0
+    for pid in tree:
+        if pid not in keep:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 def _children(pid: int) -> list[int]:
@@ -108,21 +162,70 @@ def collect(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[Capture, 
 class Confinement:
     """How to start a process inside one sandbox: backend, workspace, host uid. Holds no Sandbox reference."""
 
-    def __init__(self, backend: str, base: Path, uid: int | None, packages: dict[str, Path] | None = None):
+    def __init__(self, backend: str, base: Path, uid: int | None, packages: dict[str, Path] | None = None,
+                 group: EpisodeGroup | None = None):
         self.backend = backend
         self.base = base
         self.workspace = base / "workspace"
         self.uid = uid
         self.packages = dict(packages or {})
+        self.group = group  # the episode's cgroup, when cgroup v2 is there to make one
         self.live: set[subprocess.Popen] = set()
 
     def argv(self, command: list[str], limits: Limits, env: dict[str, str] | None) -> list[str]:
         """The host command line that runs `command` confined."""
         plan = mount_plan(self.workspace, limits, python_mounts(self.packages))
         full_env = sandbox_env(env, python_env(), os.path.dirname(PYTHON))
+        prefix = self.group.argv_prefix() if self.group is not None else []
         if self.backend == "bwrap":
-            return bwrap_argv(plan, full_env, limits, command, self.uid)
-        return unshare_argv(plan, full_env, limits, command, self.uid, self.base / "root")
+            return prefix + bwrap_argv(plan, full_env, limits, command, self.uid)
+        return prefix + unshare_argv(plan, full_env, limits, command, self.uid, self.base / "root")
+
+    def workspace_bytes(self, max_entries: int = 100_000) -> int:
+        """Disk the workspace uses (allocated blocks, links not followed); past max_entries entries, 2**62."""
+        total, entries = 0, 0
+        for directory, dirs, files in os.walk(self.workspace, followlinks=False):
+            for name in dirs + files:
+                entries += 1
+                if entries > max_entries:
+                    return 1 << 62
+                try:
+                    total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+                except OSError:
+                    continue
+        return total
+
+    def after_command(self, limits: Limits, shell: subprocess.Popen | None = None) -> str:
+        """Enforce the episode's caps once a command is done; a note for the model when something was stopped.
+
+        With a cgroup: the episode's CPU time, background processes included, against its budget. Without:
+        a shell's background processes are stopped (rlimits bound each process, not their sum). Both: the
+        workspace's size against its quota.
+        """
+        notes = []
+        if self.group is not None:
+            used = self.group.cpu_seconds()
+            if used > limits.episode_cpu_seconds:
+                self.group.kill_all()
+                notes.append(f"the episode used {used:.0f}s of CPU, over its {limits.episode_cpu_seconds:g}s: "
+                             "every process was stopped")
+        elif shell is not None and shell.returncode is None:
+            killed = kill_background(shell)
+            if killed:
+                notes.append(f"{killed} background process(es) stopped: nothing may run between commands here")
+        used = self.workspace_bytes()
+        if used > limits.workspace_bytes:
+            self.kill_everything()
+            notes.append(f"the workspace holds {used / 2**20:.0f} MiB, over its {limits.workspace_bytes / 2**20:.0f} MiB "
+                         "quota: every process was stopped; delete files to go on")
+        return "; ".join(notes)
+
+    def kill_everything(self) -> None:
+        """Kill every process this sandbox started."""
+        if self.group is not None:
+            self.group.kill_all()
+        for proc in list(self.live):
+            kill_tree(proc)
 
     def spawn(self, command: list[str], limits: Limits, env: dict[str, str] | None, stdin) -> subprocess.Popen:
         """Start `command` confined, in its own process group, with piped stdout and stderr."""

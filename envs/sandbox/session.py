@@ -137,6 +137,8 @@ class BashSession:
                 self._stop()
                 self._start()
                 note = note or LOST
+            caps = self._box.after_command(self.limits, self._proc)
+            note = "; ".join(n for n in (note, caps) if n)
             return RunResult(stdout=out.text(), stderr=err.text(), exit_code=exit_code,
                              timed_out=outcome == "timeout", truncated=out.truncated or err.truncated,
                              duration=time.monotonic() - started, timeout=wall, note=note)

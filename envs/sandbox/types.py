@@ -23,6 +23,11 @@ class Limits:
     open_files: int = 256  # RLIMIT_NOFILE
     output_bytes: int = 64 << 10  # stdout and stderr each keep this much; the rest is drained and dropped
     tmp_bytes: int = 256 << 20  # size of the private /tmp and /dev/shm tmpfs (they live in host memory)
+    # Per episode (a whole Sandbox), whatever its processes: the first two need cgroup v2 (cgroup.py).
+    episode_memory_bytes: int = 4 << 30  # memory.max of the episode's group
+    episode_processes: int = 256  # pids.max of the episode's group
+    episode_cpu_seconds: float = 900.0  # CPU time of every process, background ones included
+    workspace_bytes: int = 256 << 20  # disk the workspace may hold, checked after every command
 
 
 @dataclass
