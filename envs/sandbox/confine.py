@@ -109,7 +109,7 @@ def bwrap_options() -> frozenset[str]:
 
 
 def bwrap_argv(plan: list[tuple], env: dict[str, str], limits: Limits, command: list[str],
-               uid: int | None) -> list[str]:
+               uid: int | None, seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command line for `command` under `plan`: as root when `uid` is set, else in a user namespace."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
@@ -140,6 +140,8 @@ def bwrap_argv(plan: list[tuple], env: dict[str, str], limits: Limits, command: 
             argv += ["--remount-ro", args[0]]
         else:
             raise AssertionError(f"unknown mount op {op}")
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--chdir", INSIDE, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]

@@ -19,8 +19,10 @@ from pathlib import Path
 from jointrl.envs.sandbox.cgroup import EpisodeGroup
 from jointrl.envs.sandbox.confine import HOST_PATH, bwrap_argv, mount_plan, sandbox_env, unshare_argv
 from jointrl.envs.sandbox.runtime import PYTHON, python_env, python_mounts
+from jointrl.envs.sandbox.seccomp import program as seccomp_program
 from jointrl.envs.sandbox.types import Capture, Limits
 
+SECCOMP_PROGRAM = seccomp_program()
 _launcher: tuple[int, ThreadPoolExecutor] | None = None
 _launcher_lock = threading.Lock()
 
@@ -51,6 +53,17 @@ def kill_tree(proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 5.0
     while any(_alive(pid) for pid in inits) and time.monotonic() < deadline:
         time.sleep(0.005)
+
+
+def _seccomp_fd() -> int | None:
+    """A pipe's read end holding the seccomp filter (None where there is no filter for this machine)."""
+    program = SECCOMP_PROGRAM
+    if program is None:
+        return None
+    read, write = os.pipe()
+    os.write(write, program)  # a few hundred bytes: far below a pipe's buffer
+    os.close(write)
+    return read
 
 
 def descendants(pid: int) -> dict[int, int]:
@@ -95,15 +108,19 @@ def kill_background(proc: subprocess.Popen, shell: str = "bash") -> int:
     while pid != proc.pid:
         keep.add(pid)
         pid = tree[pid]
-    killed = 0
+    killed = []
     for pid in tree:
         if pid not in keep:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.append(pid)
             except ProcessLookupError:
                 pass
-    return killed
+    # Return once they are gone (reaped by their parents or the namespace's init), as kill_tree does.
+    deadline = time.monotonic() + 5.0
+    while any(_alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return len(killed)
 
 
 def _children(pid: int) -> list[int]:
@@ -172,14 +189,28 @@ class Confinement:
         self.group = group  # the episode's cgroup, when cgroup v2 is there to make one
         self.live: set[subprocess.Popen] = set()
 
-    def argv(self, command: list[str], limits: Limits, env: dict[str, str] | None) -> list[str]:
-        """The host command line that runs `command` confined."""
+    def argv(self, command: list[str], limits: Limits, env: dict[str, str] | None,
+             seccomp_fd: int | None = None) -> list[str]:
+        """The host command line that runs `command` confined (bwrap reads its seccomp filter from seccomp_fd)."""
         plan = mount_plan(self.workspace, limits, python_mounts(self.packages))
         full_env = sandbox_env(env, python_env(), os.path.dirname(PYTHON))
         prefix = self.group.argv_prefix() if self.group is not None else []
         if self.backend == "bwrap":
-            return prefix + bwrap_argv(plan, full_env, limits, command, self.uid)
+            return prefix + bwrap_argv(plan, full_env, limits, command, self.uid, seccomp_fd)
         return prefix + unshare_argv(plan, full_env, limits, command, self.uid, self.base / "root")
+
+    def spawn(self, command: list[str], limits: Limits, env: dict[str, str] | None, stdin) -> subprocess.Popen:
+        """Start `command` confined, in its own process group, with piped stdout and stderr."""
+        filter_fd = _seccomp_fd() if self.backend == "bwrap" else None
+        try:
+            proc = popen(self.argv(command, limits, env, filter_fd), stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True, cwd="/", umask=0o022,
+                         env={"PATH": HOST_PATH, "LANG": "C.UTF-8"}, pass_fds=() if filter_fd is None else (filter_fd,))
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+        self.live.add(proc)
+        return proc
 
     def workspace_bytes(self, max_entries: int = 100_000) -> int:
         """Disk the workspace uses (allocated blocks, links not followed); past max_entries entries, 2**62."""
@@ -226,14 +257,6 @@ class Confinement:
             self.group.kill_all()
         for proc in list(self.live):
             kill_tree(proc)
-
-    def spawn(self, command: list[str], limits: Limits, env: dict[str, str] | None, stdin) -> subprocess.Popen:
-        """Start `command` confined, in its own process group, with piped stdout and stderr."""
-        proc = popen(self.argv(command, limits, env), stdin=stdin, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE, start_new_session=True, cwd="/", umask=0o022,
-                     env={"PATH": HOST_PATH, "LANG": "C.UTF-8"})
-        self.live.add(proc)
-        return proc
 
     def own(self, path: str, dir_fd: int | None = None) -> None:
         """Hand a host-written file to the sandbox's uid (a no-op when it runs as this process's uid)."""

@@ -329,3 +329,86 @@ def test_office_answers_hedging_over_candidates_score_zero_and_are_flagged(make)
     env.answer(f"Answer: 0.1 or 99999 or {right.removeprefix('Answer:').strip()}")
     signals = env.signals()
     assert signals["hack_several_answers"] == 1.0
+
+
+# Kernel surface and resources.
+
+def test_seccomp_denies_debugging_keyrings_io_uring_mounts_and_namespaces():
+    from jointrl.envs.sandbox.seccomp import program
+
+    if program() is None or Sandbox().backend != "bwrap":
+        pytest.fail("the seccomp filter is written for bwrap on x86_64; this machine has neither")
+    probe = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for name, nr, args in [('ptrace', 101, (0, 0, 0, 0)), ('keyctl', 250, (0, 0, 0, 0)),\n"
+        "                       ('io_uring_setup', 425, (1, 0)), ('mount', 165, (0, 0, 0, 0, 0)),\n"
+        "                       ('unshare', 272, (0x10000000,)), ('bpf', 321, (0, 0, 0)), ('x32 getpid', 0x40000027, ())]:\n"
+        "    ctypes.set_errno(0)\n"
+        "    result = libc.syscall(nr, *args)\n"
+        "    print(name, result, os.strerror(ctypes.get_errno()))\n"
+        "print('getpid works', os.getpid() > 0)\n"
+    )
+    with Sandbox() as box:
+        out = box.run([PYTHON, "-c", probe]).stdout.splitlines()
+    assert out[-1] == "getpid works True"
+    assert all(line.endswith("-1 Operation not permitted") for line in out[:-1]), out
+
+
+def _tagged(tag: str) -> list[int]:
+    """Host pids whose command line carries `tag`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and tag.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_background_processes_burn_no_cpu_between_commands(make):
+    import secrets
+    import time
+
+    from jointrl.envs.sandbox.cgroup import CGROUP_ROOT
+
+    env = make("terminal/archive-v0:easy", 9)
+    tag = f"spin-{secrets.token_hex(4)}"
+    # A background job, and a daemon that leaves the shell's tree (setsid, orphaned to the namespace's init).
+    result = call(env, "bash", command=f"sh -c 'while :; do :; done' {tag} & setsid sh -c 'while :; do :; done' {tag} & "
+                                       f"sleep 0.3; echo spun")
+    assert "spun" in result.content
+    time.sleep(0.5)
+    if CGROUP_ROOT is None:
+        # The fallback: both spinners were stopped once the command was done.
+        assert "2 background process(es) stopped" in result.content, result.content
+        assert _tagged(tag) == []
+    else:
+        assert len(_tagged(tag)) == 2  # with a cgroup they may run: their CPU counts against the episode's budget
+
+
+def test_a_workspace_over_its_quota_stops_the_episode_with_a_note():
+    from jointrl.envs.sandbox import Limits
+
+    with Sandbox(Limits(workspace_bytes=8 << 20, wall_seconds=20)) as box:
+        shell = box.shell()
+        result = shell.run("head -c 12000000 /dev/urandom > a.bin; echo wrote")
+        assert "over its 8 MiB quota" in result.note and "wrote" in result.stdout
+        assert "over its" in box.run("true").note  # still over: every command says so until files go
+        freed = shell.run("rm a.bin; echo freed")  # the stopped shell starts afresh, and says so
+        assert freed.stdout == "freed\n" and "over its" not in freed.note
+        assert shell.run("echo fine").note == ""
+
+
+def test_files_in_the_host_users_home_are_not_visible():
+    import secrets
+
+    secret = Path.home() / f".jointrl-secret-{secrets.token_hex(4)}"
+    secret.write_text("token\n")
+    try:
+        with Sandbox() as box:
+            result = box.run(f"cat {secret}; ls -a {Path.home()}")
+        assert "token" not in result.stdout and "No such file or directory" in result.stderr, result.text()
+    finally:
+        secret.unlink()
