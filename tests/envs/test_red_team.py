@@ -5,16 +5,22 @@ jointrl's source (these tests are written from it) and has arbitrary code execut
 """
 import json
 import os
+import re
+import secrets
 import socket
+import subprocess
 import sys
 import threading
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from jointrl.envs import registry
-from jointrl.envs.sandbox import PYTHON, Sandbox
+from jointrl.envs.sandbox import PYTHON, Limits, Sandbox, sandbox_backend
 from jointrl.envs.swe.catalog import FAMILIES as SWE_FAMILIES
+from tests.envs.processes import descendants_count, started, tagged_pids
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,6 +110,40 @@ def test_swe_pytest_patching_and_atexit_forges_score_zero_and_the_demo_scores_on
     assert signals["resolved"] == 1.0 and signals["hack_runner_tampering"] == 0.0 == signals["hack_tests_modified"]
 
 
+def _touch_package(env):
+    """A harmless edit of the package, so grading cannot reuse a known result and really runs the tests."""
+    path = f"{env.task.package}/{env.task.bugs[0].module}.py"
+    env.box.write(path, env.box.read(path) + b"\n# touched\n")
+
+
+def test_rewriting_the_failing_tests_does_not_resolve(make):
+    env = make("swe/strings-v0:easy", 0)
+    _touch_package(env)
+    for test_id in env.task.fail_to_pass:
+        path, name = test_id.split("::")
+        text = env.box.read(path).decode()
+        env.box.write(path, re.sub(rf"def {name}\(\):\n(    .*\n)+", f"def {name}():\n    assert True\n", text))
+    assert "failed" not in call(env, "run_tests").content  # the workspace's own run is fooled
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and signals["hack_tests_modified"] == 1.0
+
+
+def test_deleting_tests_or_forcing_passes_with_a_conftest_does_not_resolve(make):
+    env = make("swe/tokenizer-v0:easy", 2)
+    hook = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+            "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
+    env.box.write("conftest.py", hook)
+    env.box.write("tests/conftest.py", hook)
+    env.box.write("pytest.py", "raise SystemExit(0)\n")
+    _touch_package(env)
+    assert "failed" not in call(env, "run_tests").content
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and signals["hack_tests_modified"] == 1.0
+    other = make("swe/tokenizer-v0:easy", 2)
+    assert call(other, "bash", command="rm -rf tests").error is None
+    assert other.signals()["resolved"] == 0.0 and other.signals()["hack_tests_modified"] == 1.0
+
+
 @pytest.mark.parametrize("family", sorted(SWE_FAMILIES))
 def test_swe_reference_is_not_readable_from_the_sandbox(family, make):
     env = make(f"swe/{family}-v0:easy", 12)
@@ -164,7 +204,6 @@ def test_a_unix_socket_on_the_host_is_not_reachable(tmp_path):
 # Liveness: whatever the model did to its shell, every call and close() ends within its bound.
 
 def test_stopped_shell_plus_1mb_command_returns_within_the_20s_command_bound_and_close_within_10s(make):
-    import time
 
     env = make("terminal/archive-v0:easy", 4)
     tool_bound = env._tools["bash"].timeout
@@ -189,7 +228,6 @@ def test_stopped_shell_plus_1mb_command_returns_within_the_20s_command_bound_and
 
 def test_a_shell_stopped_from_outside_takes_a_1mb_command_within_a_3s_bound_and_closes_within_10s():
     import signal
-    import time
 
     from jointrl.envs.sandbox.process import _comm, descendants
 
@@ -218,7 +256,6 @@ def test_a_shell_that_stops_itself_times_out_and_is_restarted(make):
 
 
 def test_a_killed_workers_workspaces_are_swept(tmp_path):
-    import subprocess
 
     code = ("import os, sys; sys.path[:0] = sys.argv[1:2]\n"
             "from jointrl.envs.sandbox import Sandbox\n"
@@ -268,7 +305,6 @@ def test_a_300mb_workspace_over_the_256mb_copy_bound_fails_scoring_without_filli
 
 
 def test_signals_that_hang_score_the_episode_failed_within_a_1s_bound():
-    import time
 
     from jointrl.envs.base import Action, Env
 
@@ -309,7 +345,6 @@ def test_malformed_arguments_are_error_observations(raw, fragment, make):
 
 
 def test_office_answer_matching_of_2e6_blank_characters_takes_under_1s(make):
-    import time
 
     env = make("office/margin-v0:easy", 1)
     timings = []
@@ -336,7 +371,7 @@ def test_office_answers_hedging_over_candidates_score_zero_and_are_flagged(make)
 def test_seccomp_denies_debugging_keyrings_io_uring_mounts_and_namespaces():
     from jointrl.envs.sandbox.seccomp import program
 
-    if program() is None or Sandbox().backend != "bwrap":
+    if program() is None or sandbox_backend() != "bwrap":
         pytest.fail("the seccomp filter is written for bwrap on x86_64; this machine has neither")
     probe = (
         "import ctypes, os\n"
@@ -368,7 +403,6 @@ def _tagged(tag: str) -> list[int]:
 
 
 def test_background_processes_burn_no_cpu_between_commands(make):
-    import secrets
     import time
 
     from jointrl.envs.sandbox.cgroup import CGROUP_ROOT
@@ -389,8 +423,6 @@ def test_background_processes_burn_no_cpu_between_commands(make):
 
 
 def test_a_workspace_over_its_quota_stops_the_episode_with_a_note():
-    from jointrl.envs.sandbox import Limits
-
     with Sandbox(Limits(workspace_bytes=8 << 20, wall_seconds=20)) as box:
         shell = box.shell()
         result = shell.run("head -c 12000000 /dev/urandom > a.bin; echo wrote")
@@ -402,7 +434,6 @@ def test_a_workspace_over_its_quota_stops_the_episode_with_a_note():
 
 
 def test_files_in_the_host_users_home_are_not_visible():
-    import secrets
 
     secret = Path.home() / f".jointrl-secret-{secrets.token_hex(4)}"
     secret.write_text("token\n")
@@ -412,3 +443,120 @@ def test_files_in_the_host_users_home_are_not_visible():
         assert "token" not in result.stdout and "No such file or directory" in result.stderr, result.text()
     finally:
         secret.unlink()
+
+
+
+# What held in review, kept as tests: host files, the network, fork bombs, endless loops, floods of output,
+# isolation between episodes (and, above, test editing and conftest tricks in swe).
+
+
+def test_concurrent_episodes_cannot_see_or_signal_each_other():
+    with Sandbox() as first, Sandbox() as second:
+        first.write("mine.txt", "first's\n")
+        tag = f"alone-{secrets.token_hex(4)}"
+        shell = first.shell()
+        busy = threading.Thread(target=lambda: first.run(f"sh -c 'sleep 30' {tag}", timeout=60), daemon=True)
+        busy.start()
+        mine = set(started(tag))
+        assert mine
+        # [a]lone-... matches the tag but not grep's own command line.
+        probe = second.run(f"ls /workspace; cat {first.workspace}/mine.txt; ps -e -o args= | grep -c '[{tag[0]}]{tag[1:]}'")
+        assert "mine.txt" not in probe.stdout and "first's" not in probe.stdout
+        assert probe.stdout.splitlines()[-1] == "0", probe.text()  # no process of the other episode is visible
+        second.run("kill -9 -1")  # every process this episode may signal
+        assert set(tagged_pids(tag)) == mine and shell.run("echo alive").stdout == "alive\n"
+
+def test_host_is_out_of_reach(box, host_dir):
+    victim = host_dir / "victim.txt"
+    victim.write_text("original\n")
+    victim.chmod(0o644)
+    tag = f"escape-{secrets.token_hex(4)}"
+    home = Path(os.path.expanduser("~"))
+    targets = [Path("/etc") / tag, REPO / tag, home / tag, host_dir / tag, Path("/usr/local") / tag]
+    script = [f"cat {victim}", f"echo pwned > {victim}", f"rm -f {victim}", f"chmod 777 {victim}", f"touch {victim}"]
+    script += [f"echo pwned > {target}" for target in targets]
+    # /tmp inside is private: the write succeeds there but must not reach the host's /tmp.
+    script += [f"echo private > /tmp/{tag} && cat /tmp/{tag}"]
+    result = box.run("; ".join(script))
+    # The host directory is not in the sandbox at all; the system directories that are, are read-only.
+    assert result.stdout == "private\n", result.text()
+    assert result.stderr.count(f"{host_dir}/") >= 5, result.text()
+    assert result.stderr.count("Read-only file system") >= 3, result.text()
+    assert victim.read_text() == "original\n" and victim.stat().st_mode & 0o777 == 0o644
+    for target in targets + [Path("/tmp") / tag]:
+        assert not target.exists(), target
+    # The workspace is the one writable place, and the host sees what was written there.
+    assert box.run("echo made > made.txt && mkdir -p d/e && echo deep > d/e/f").ok
+    assert box.read("made.txt") == b"made\n" and (box.workspace / "d/e/f").read_text() == "deep\n"
+
+
+def test_no_network(box):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # reachable from the host
+        probe = (
+            "import socket\n"
+            "for host, port in [('1.1.1.1', 80), ('127.0.0.1', %d)]:\n"
+            "    try:\n"
+            "        socket.create_connection((host, port), timeout=3).close(); print(host, 'connected')\n"
+            "    except OSError as err:\n"
+            "        print(host, 'failed', type(err).__name__)\n"
+            "own = socket.create_server(('127.0.0.1', 0))\n"
+            "socket.create_connection(own.getsockname(), timeout=3).close(); print('own loopback works')\n" % port
+        )
+        result = box.run(["python", "-c", probe])
+    finally:
+        server.close()
+    expected = ["1.1.1.1 failed OSError", "127.0.0.1 failed ConnectionRefusedError", "own loopback works"]
+    assert result.stdout.splitlines() == expected, result.text()
+    interfaces = box.run("tail -n +3 /proc/net/dev | cut -d: -f1").stdout.split()
+    assert interfaces == ["lo"]
+
+
+def test_fork_bomb_is_contained(box):
+    limits = Limits(wall_seconds=2, processes=16)
+    peak, done = [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], descendants_count(os.getpid()))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    # Each call starts two more that do the same: unbounded, this doubles until the host runs out of pids.
+    result = box.run("bomb() { bomb & bomb & wait; }; bomb", limits=limits)
+    elapsed = time.monotonic() - started
+    done.set()
+    watcher.join()
+    assert result.timed_out and elapsed < limits.wall_seconds + 5, result.text()[-500:]
+    assert "Resource temporarily unavailable" in result.stderr  # the limit was reached, not just the clock
+    # The sandbox's own processes plus its launcher and the namespace's init (bwrap's, or unshare's + ours).
+    assert peak[0] <= limits.processes + 4, peak[0]
+    assert subprocess.run(["true"]).returncode == 0
+    assert box.run("echo alive").stdout == "alive\n"
+
+
+def test_infinite_loop_times_out(box):
+    result = box.run("while :; do :; done", timeout=1.0)
+    assert result.timed_out and result.exit_code is None and not result.ok
+    assert 1.0 <= result.duration < 3.0, result.duration
+
+
+def test_huge_output_is_truncated_quickly(box):
+    cap = 64 << 10
+    tracemalloc.start()
+    try:
+        result = box.run("head -c 100000000 /dev/zero | tr '\\0' a; head -c 30000000 /dev/zero >&2",
+                         limits=Limits(output_bytes=cap, wall_seconds=30))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok and result.truncated and result.duration < 15, result.duration
+    kept, marker = result.stdout[:cap], result.stdout[cap:]
+    assert kept == "a" * cap and str(100_000_000 - cap) in marker
+    assert result.stderr.startswith("\0" * cap) and str(30_000_000 - cap) in result.stderr[cap:]
+    assert result.text().endswith("[exit code 0]\n[output truncated]")
+    assert peak < 8 << 20, peak  # the dropped bytes were never held

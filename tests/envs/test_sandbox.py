@@ -1,88 +1,21 @@
-"""The sandbox holds: read-only host, no network, bounded processes, time, memory, output and files;
-a persistent shell that keeps its state and survives timeouts; host-side file access that cannot be
-steered out of the workspace; and nothing left behind after close.
+"""The sandbox's behaviour: commands, limits on CPU, memory, output and files, a persistent shell that keeps its state and survives timeouts; host-side file access that cannot be
+steered out of the workspace; and nothing left behind after close. (What holds against attacks, host
+files, network, fork bombs, endless loops and floods of output among them, is in test_red_team.py.)
 
 Confinement tests run on the backend this machine uses and, where that is bwrap, on the unshare
 fallback too, so both paths are exercised wherever the fallback can run.
 """
 import gc
 import os
-import secrets
-import socket
-import subprocess
 import threading
 import time
-import tracemalloc
-from pathlib import Path
 
 import pytest
 
-from jointrl.envs.sandbox import confine
+from jointrl.envs.sandbox import BashSession, Limits, RunResult, Sandbox, confine, fresh_sandbox_from
 from jointrl.envs.sandbox.cgroup import CGROUP_ROOT
-from jointrl.envs.sandbox import BashSession, Limits, RunResult, Sandbox, fresh_sandbox_from, sandbox_backend
 
-DEFAULT = sandbox_backend()
-BACKENDS = [DEFAULT] + (["unshare"] if DEFAULT == "bwrap" else [])
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=BACKENDS)
-def box(request):
-    with Sandbox(Limits(wall_seconds=20), backend=request.param) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def host_dir():
-    """A host directory the sandbox can see (read-only) but that is not under the masked /tmp."""
-    base = Path("/var/tmp") / f"jointrl-sandbox-test-{secrets.token_hex(4)}"
-    base.mkdir()
-    yield base
-    subprocess.run(["rm", "-rf", str(base)], check=True)
-
-
-def _tagged_pids(tag: str) -> list[int]:
-    """Pids of live processes whose command line contains `tag` (read straight from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if tag.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-def _started(tag: str) -> list[int]:
-    """Wait (briefly) until a background `sleep <tag>` has exec'd, and return its pids."""
-    deadline = time.monotonic() + 5
-    while not _tagged_pids(tag) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return _tagged_pids(tag)
-
-
-def _descendants(root: int) -> int:
-    """How many live processes descend from `root`, from the parent links in /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    below, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - below
-        below |= frontier
-    return len(below)
-
-
-def _sleep_tag() -> str:
-    """A sleep length no other process on the machine is likely to use, to find ours in /proc."""
-    return f"{secrets.randbelow(10**6) + 10**6}.{secrets.randbelow(10**6):06d}"
+from tests.envs.processes import DEFAULT, sleep_tag, started, tagged_pids
 
 
 def test_backend_in_use_and_commands_run(box):
@@ -113,85 +46,6 @@ def test_run_result_text_and_inputs():
         assert RunResult("", "", 0, False, True, 0.1).text() == "[exit code 0]\n[output truncated]"
 
 
-def test_host_is_out_of_reach(box, host_dir):
-    victim = host_dir / "victim.txt"
-    victim.write_text("original\n")
-    victim.chmod(0o644)
-    tag = f"escape-{secrets.token_hex(4)}"
-    home = Path(os.path.expanduser("~"))
-    targets = [Path("/etc") / tag, REPO / tag, home / tag, host_dir / tag, Path("/usr/local") / tag]
-    script = [f"cat {victim}", f"echo pwned > {victim}", f"rm -f {victim}", f"chmod 777 {victim}", f"touch {victim}"]
-    script += [f"echo pwned > {target}" for target in targets]
-    # /tmp inside is private: the write succeeds there but must not reach the host's /tmp.
-    script += [f"echo private > /tmp/{tag} && cat /tmp/{tag}"]
-    result = box.run("; ".join(script))
-    # The host directory is not in the sandbox at all; the system directories that are, are read-only.
-    assert result.stdout == "private\n", result.text()
-    assert result.stderr.count(f"{host_dir}/") >= 5, result.text()
-    assert result.stderr.count("Read-only file system") >= 3, result.text()
-    assert victim.read_text() == "original\n" and victim.stat().st_mode & 0o777 == 0o644
-    for target in targets + [Path("/tmp") / tag]:
-        assert not target.exists(), target
-    # The workspace is the one writable place, and the host sees what was written there.
-    assert box.run("echo made > made.txt && mkdir -p d/e && echo deep > d/e/f").ok
-    assert box.read("made.txt") == b"made\n" and (box.workspace / "d/e/f").read_text() == "deep\n"
-
-
-def test_no_network(box):
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # reachable from the host
-        probe = (
-            "import socket\n"
-            "for host, port in [('1.1.1.1', 80), ('127.0.0.1', %d)]:\n"
-            "    try:\n"
-            "        socket.create_connection((host, port), timeout=3).close(); print(host, 'connected')\n"
-            "    except OSError as err:\n"
-            "        print(host, 'failed', type(err).__name__)\n"
-            "own = socket.create_server(('127.0.0.1', 0))\n"
-            "socket.create_connection(own.getsockname(), timeout=3).close(); print('own loopback works')\n" % port
-        )
-        result = box.run(["python", "-c", probe])
-    finally:
-        server.close()
-    expected = ["1.1.1.1 failed OSError", "127.0.0.1 failed ConnectionRefusedError", "own loopback works"]
-    assert result.stdout.splitlines() == expected, result.text()
-    interfaces = box.run("tail -n +3 /proc/net/dev | cut -d: -f1").stdout.split()
-    assert interfaces == ["lo"]
-
-
-def test_fork_bomb_is_contained(box):
-    limits = Limits(wall_seconds=2, processes=16)
-    peak, done = [0], threading.Event()
-
-    def watch():
-        while not done.is_set():
-            peak[0] = max(peak[0], _descendants(os.getpid()))
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    started = time.monotonic()
-    # Each call starts two more that do the same: unbounded, this doubles until the host runs out of pids.
-    result = box.run("bomb() { bomb & bomb & wait; }; bomb", limits=limits)
-    elapsed = time.monotonic() - started
-    done.set()
-    watcher.join()
-    assert result.timed_out and elapsed < limits.wall_seconds + 5, result.text()[-500:]
-    assert "Resource temporarily unavailable" in result.stderr  # the limit was reached, not just the clock
-    # The sandbox's own processes plus its launcher and the namespace's init (bwrap's, or unshare's + ours).
-    assert peak[0] <= limits.processes + 4, peak[0]
-    assert subprocess.run(["true"]).returncode == 0
-    assert box.run("echo alive").stdout == "alive\n"
-
-
-def test_infinite_loop_times_out(box):
-    result = box.run("while :; do :; done", timeout=1.0)
-    assert result.timed_out and result.exit_code is None and not result.ok
-    assert 1.0 <= result.duration < 3.0, result.duration
-
-
 def test_cpu_limit_kills_a_spinning_process():
     with Sandbox(Limits(cpu_seconds=1, wall_seconds=20)) as box:
         result = box.run("while :; do :; done")
@@ -203,23 +57,6 @@ def test_memory_hog_fails(box):
     result = box.run(["python", "-c", hog], limits=Limits(memory_bytes=256 << 20, wall_seconds=20))
     assert not result.timed_out and result.exit_code != 0 and "MemoryError" in result.stderr, result.text()
     assert box.run("echo alive").ok
-
-
-def test_huge_output_is_truncated_quickly(box):
-    cap = 64 << 10
-    tracemalloc.start()
-    try:
-        result = box.run("head -c 100000000 /dev/zero | tr '\\0' a; head -c 30000000 /dev/zero >&2",
-                         limits=Limits(output_bytes=cap, wall_seconds=30))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert result.ok and result.truncated and result.duration < 15, result.duration
-    kept, marker = result.stdout[:cap], result.stdout[cap:]
-    assert kept == "a" * cap and str(100_000_000 - cap) in marker
-    assert result.stderr.startswith("\0" * cap) and str(30_000_000 - cap) in result.stderr[cap:]
-    assert result.text().endswith("[exit code 0]\n[output truncated]")
-    assert peak < 8 << 20, peak  # the dropped bytes were never held
 
 
 def test_non_utf8_output_is_replaced():
@@ -235,10 +72,10 @@ def test_file_size_limit(box):
 
 
 def test_each_run_is_a_fresh_process_tree(box):
-    tag = _sleep_tag()
+    tag = sleep_tag()
     # The background sleep has exec'd before the command ends; the end of the command takes it down.
     started = box.run(f"sleep {tag} & until grep -qa -- {tag} /proc/$!/cmdline; do sleep 0.01; done; echo started")
-    assert started.stdout == "started\n" and _tagged_pids(tag) == []
+    assert started.stdout == "started\n" and tagged_pids(tag) == []
     # Inside, only the namespace's init (bwrap's, or the fallback's python) and ps itself.
     processes = box.run("ps -e -o comm=").stdout.split()
     assert len(processes) == 2 and processes[-1] == "ps", processes
@@ -272,19 +109,19 @@ def test_shell_commands_reading_stdin_get_eof():
 def test_shell_restarts_after_timeout_and_exit():
     with Sandbox() as box:
         shell = box.shell()
-        tag = _sleep_tag()
+        tag = sleep_tag()
         first = shell.run(f"cd /tmp; STATE=kept; sleep {tag} &")
         assert first.ok
         if CGROUP_ROOT is None:
             # Without a cgroup to count their CPU, background processes are stopped after each command.
-            assert "background process(es) stopped" in first.note and _tagged_pids(tag) == []
+            assert "background process(es) stopped" in first.note and tagged_pids(tag) == []
         else:
-            assert len(_started(tag)) == 1
+            assert len(started(tag)) == 1
         assert shell.run("echo $STATE").stdout == "kept\n"
-        started = time.monotonic()
+        began = time.monotonic()
         result = shell.run("while :; do :; done", timeout=1.0)
-        assert result.timed_out and result.exit_code is None and time.monotonic() - started < 4
-        assert "restarted" in result.text() and _tagged_pids(tag) == []
+        assert result.timed_out and result.exit_code is None and time.monotonic() - began < 4
+        assert "restarted" in result.text() and tagged_pids(tag) == []
         fresh = shell.run("pwd; echo state=$STATE")
         assert fresh.stdout == "/workspace\nstate=\n" and fresh.ok
         gone = shell.run("echo bye; exit 7")
@@ -326,12 +163,12 @@ def _running(shell, tag: str) -> threading.Thread:
     """A call in flight: `sleep <tag>` running in the shell from another thread, once it has exec'd."""
     call = threading.Thread(target=lambda: shell.run(f"sleep {tag}; echo done", timeout=120), daemon=True)
     call.start()
-    assert len(_started(tag)) == 1
+    assert len(started(tag)) == 1
     return call
 
 
 def test_close_leaves_nothing_behind_even_during_a_call():
-    tag = _sleep_tag()
+    tag = sleep_tag()
     box = Sandbox()
     base = box.workspace.parent
     call = _running(box.shell(), tag)
@@ -340,19 +177,19 @@ def test_close_leaves_nothing_behind_even_during_a_call():
     box.close()  # idempotent
     call.join(10)
     assert not call.is_alive() and time.monotonic() - started < 10
-    assert _tagged_pids(tag) == [] and not base.exists() and box.closed
+    assert tagged_pids(tag) == [] and not base.exists() and box.closed
     with pytest.raises(RuntimeError):
         box.run("true")
 
     # Dropped without close: the finalizer does the same.
-    tag = _sleep_tag()
+    tag = sleep_tag()
     box = Sandbox()
     base = box.workspace.parent
     call = _running(box.shell(), tag)
     del box
     gc.collect()
     call.join(10)
-    assert not call.is_alive() and _tagged_pids(tag) == [] and not base.exists()
+    assert not call.is_alive() and tagged_pids(tag) == [] and not base.exists()
 
 
 def test_host_side_paths_stay_in_the_workspace(host_dir):

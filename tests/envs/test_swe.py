@@ -1,5 +1,5 @@
 """The SWE domain: reference packages against independent expectations, mutation, task building, tools,
-grading (its harness against real pytest runs on honest code), and tampering with the tests."""
+grading (its harness against real pytest runs on honest code); attacks on grading are in test_red_team.py."""
 import ast
 import csv
 import datetime
@@ -8,7 +8,6 @@ import heapq
 import io
 import json
 import random
-import re
 from collections import OrderedDict
 from fractions import Fraction
 
@@ -323,40 +322,6 @@ def test_a_fix_written_differently_is_graded_by_a_real_run(make):
     path = f"{env.task.package}/{bug.module}.py"
     assert _call(env, "str_replace_edit", path=path, old=bug.fix_old, new="# fixed below\n" + bug.fix_new).error is None
     assert env.signals()["resolved"] == 1.0
-
-
-def _touch_package(env):
-    """A harmless edit of the package, so grading cannot reuse a known result and really runs the tests."""
-    path = f"{env.task.package}/{env.task.bugs[0].module}.py"
-    env.box.write(path, env.box.read(path) + b"\n# touched\n")
-
-
-def test_rewriting_the_failing_tests_does_not_resolve(make):
-    env = make("swe/strings-v0:easy", 0)
-    _touch_package(env)
-    for test_id in env.task.fail_to_pass:
-        path, name = test_id.split("::")
-        text = env.box.read(path).decode()
-        env.box.write(path, re.sub(rf"def {name}\(\):\n(    .*\n)+", f"def {name}():\n    assert True\n", text))
-    assert "failed" not in _call(env, "run_tests").content  # the workspace's own run is fooled
-    signals = env.signals()
-    assert signals["resolved"] == 0.0 and signals["hack_tests_modified"] == 1.0
-
-
-def test_deleting_tests_or_forcing_passes_with_a_conftest_does_not_resolve(make):
-    env = make("swe/tokenizer-v0:easy", 2)
-    hook = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-            "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
-    env.box.write("conftest.py", hook)
-    env.box.write("tests/conftest.py", hook)
-    env.box.write("pytest.py", "raise SystemExit(0)\n")
-    _touch_package(env)
-    assert "failed" not in _call(env, "run_tests").content
-    signals = env.signals()
-    assert signals["resolved"] == 0.0 and signals["hack_tests_modified"] == 1.0
-    other = make("swe/tokenizer-v0:easy", 2)
-    assert _call(other, "bash", command="rm -rf tests").error is None
-    assert other.signals()["resolved"] == 0.0 and other.signals()["hack_tests_modified"] == 1.0
 
 
 def test_fixing_the_bug_and_editing_tests_is_resolved_but_flagged(make):
