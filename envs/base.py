@@ -195,7 +195,15 @@ class Env(ABC):
         self.tool_calls = 0
         self.final_answer = None
         messages = self._reset(seed)
+        self.opening = messages
         return Observation(messages=messages, tools=self.tool_specs(), metadata={"env_id": self.spec.id if self.spec else None})
+
+    def task_key(self) -> str:
+        """What identifies this seed's task for the audit's held-out overlap (default: the opening messages).
+
+        A domain whose prompts differ while the task repeats (the same bug in the same file, the same part)
+        overrides it with what repeats."""
+        return json.dumps(getattr(self, "opening", None), sort_keys=True, ensure_ascii=False)
 
     def tool_specs(self) -> list[dict]:
         """JSON-schema specs of this env's tools, sorted by name."""

@@ -56,7 +56,7 @@ GROUP_HELP: dict[str, str] = {
     "recipe": "validate and inspect recipes",
     "model": "inspect model presets and checkpoints",
     "tokenizer": "train and inspect the tokenizer",
-    "envs": "list, show and try environments",
+    "envs": "list, show, try and audit environments",
 }
 
 COMMANDS: list[Command] = [
@@ -70,6 +70,10 @@ COMMANDS: list[Command] = [
     Command(("envs", "list"), "list registered environments (id, domain, tools, tier)", envs.add_list_arguments, envs.run_list),
     Command(("envs", "show"), "show an environment's spec, tools and prompt", envs.add_show_arguments, envs.run_show),
     Command(("envs", "try"), "play an environment's demo; print transcript and signals", envs.add_try_arguments, envs.run_try),
+    Command(
+        ("envs", "audit"), "how much shortcuts earn (no-op, constant, replayed, several answers), overlap, determinism",
+        envs.add_audit_arguments, envs.run_audit,
+    ),
     Command(
         ("sft",), "supervised cold start on the recipe's environment demonstrations; writes a checkpoint",
         sft.add_arguments, sft.run,

@@ -1,4 +1,4 @@
-"""The `jointrl envs ...` commands: list the registered environments, show one, play its demo."""
+"""The `jointrl envs ...` commands: list the registered environments, show one, play its demo, audit them."""
 from __future__ import annotations
 
 import argparse
@@ -95,4 +95,45 @@ def run_try(args: argparse.Namespace) -> int:
             console.print(f"-> {call['function']['name']}({call['function']['arguments']})", markup=False)
     console.rule("signals")
     console.print_json(json.dumps(signals))
+    return 0
+
+
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `jointrl envs audit`."""
+    parser.add_argument("glob", help="env id glob, e.g. 'swe/*' (quote it)")
+    parser.add_argument("--seeds", type=int, default=20, help="train and held-out seeds per id (default 20)")
+    parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
+    parser.add_argument("--setup", action="append", default=[], metavar="MODULE:FUNCTION",
+                        help="registers plugin envs in the determinism check's fresh processes (repeatable)")
+    parser.add_argument("--no-determinism", action="store_true", help="skip the fresh-process determinism check")
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Measure demo and shortcut pass rates, prompt and answer variety, overlap and time per env id."""
+    from jointrl.envs.audit import SHORTCUTS, audit, to_json
+
+    if args.seeds < 2:
+        raise ValueError(f"--seeds must be >= 2, got {args.seeds}")
+    rows = audit(args.glob, args.seeds, tuple(args.setup), check_determinism=not args.no_determinism)
+    table = Table(title=f"env audit: {args.seeds} train + {args.seeds} held-out seeds per id (shortcuts should be ~0)")
+    columns = ("demo", *SHORTCUTS, "prompts", "answers", "overlap")
+    table.add_column("env id")
+    for name in (*columns, "s/ep", "determ."):
+        table.add_column(name, justify="right")
+    for row in rows:
+        cells = [f"{getattr(row, name):.2f}" for name in columns]
+        determ = {True: "yes", False: "NO", None: "-"}[row.deterministic]
+        table.add_row(row.env_id + (f" [red]({row.errors[0]})[/]" if row.errors else ""), *cells,
+                      f"{row.seconds:.2f}", determ)
+    # Piped output keeps every column readable rather than squeezing them into 80 characters.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    worst = max(rows, key=lambda r: r.worst_shortcut()[1])
+    name, value = worst.worst_shortcut()
+    console.print(f"worst shortcut: {worst.env_id} {name} {value:.2f}"
+                  + (f" (constant answer {worst.constant_answer!r})" if name == "constant" else ""), markup=False)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(to_json(rows), f, indent=1)
+        console.print(f"wrote {args.json}")
     return 0
