@@ -464,7 +464,7 @@ def test_concurrent_episodes_cannot_see_or_signal_each_other():
         assert "mine.txt" not in probe.stdout and "first's" not in probe.stdout
         assert probe.stdout.splitlines()[-1] == "0", probe.text()  # no process of the other episode is visible
         second.run("kill -9 -1")  # every process this episode may signal
-        assert set(tagged_pids(tag)) == mine and shell.run("echo alive").stdout == "alive\n"
+        assert mine <= set(tagged_pids(tag)) and shell.run("echo alive").stdout == "alive\n"  # none of ours died
 
 def test_host_is_out_of_reach(box, host_dir):
     victim = host_dir / "victim.txt"
