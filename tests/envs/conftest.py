@@ -1,10 +1,11 @@
-"""Fixtures of the env tests that touch the sandbox: one per backend, and a host folder outside the sandbox."""
+"""Fixtures of the env tests: a sandbox per backend, a host folder outside the sandbox, and envs made and reset."""
 import secrets
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from jointrl.envs import registry
 from jointrl.envs.sandbox import Limits, Sandbox
 from tests.envs.processes import BACKENDS
 
@@ -22,3 +23,19 @@ def host_dir():
     base.mkdir()
     yield base
     subprocess.run(["rm", "-rf", str(base)], check=True)
+
+
+@pytest.fixture
+def make():
+    """make(env_id, seed=0) -> a reset env, closed after the test."""
+    made = []
+
+    def build(env_id, seed=0):
+        env = registry.make(env_id)
+        env.reset(seed)
+        made.append(env)
+        return env
+
+    yield build
+    for env in made:
+        env.close()

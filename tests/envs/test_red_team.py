@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from jointrl.envs import registry
 from jointrl.envs.sandbox import PYTHON, Limits, Sandbox, sandbox_backend
 from jointrl.envs.swe.catalog import FAMILIES as SWE_FAMILIES
 from tests.envs.processes import descendants_count, started, tagged_pids
@@ -27,21 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def call(env, name, **arguments):
     return env.step({"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}})
-
-
-@pytest.fixture
-def make():
-    made = []
-
-    def build(env_id, seed=0):
-        env = registry.make(env_id)
-        env.reset(seed)
-        made.append(env)
-        return env
-
-    yield build
-    for env in made:
-        env.close()
 
 
 # (a) package code that, once imported by pytest, turns every test function into a no-op.

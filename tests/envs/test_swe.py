@@ -33,21 +33,6 @@ def _call(env, name, **arguments):
     return env.step({"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}})
 
 
-@pytest.fixture
-def make():
-    made = []
-
-    def build(env_id, seed=0):
-        env = registry.make(env_id)
-        env.reset(seed)
-        made.append(env)
-        return env
-
-    yield build
-    for env in made:
-        env.close()
-
-
 # Registration.
 
 def test_every_family_and_difficulty_is_registered():
