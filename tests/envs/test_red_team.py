@@ -417,6 +417,15 @@ def test_a_workspace_over_its_quota_stops_the_episode_with_a_note():
         assert shell.run("echo fine").note == ""
 
 
+def test_the_hosts_tmp_is_not_visible_even_when_jointrl_runs_from_it(tmp_path):
+    # tmp_path lives under the host's /tmp, where a CI clone and its virtual environment live too.
+    (tmp_path / "host-note.txt").write_text("host\n")
+    with Sandbox() as box:
+        result = box.run(f"ls /tmp; cat {tmp_path}/host-note.txt; ls {tmp_path.parent}")
+    assert "host" not in result.stdout and result.stdout.strip() == "", result.text()
+    assert result.stderr.count("No such file or directory") == 2, result.text()
+
+
 def test_files_in_the_host_users_home_are_not_visible():
 
     secret = Path.home() / f".jointrl-secret-{secrets.token_hex(4)}"
