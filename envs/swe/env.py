@@ -5,6 +5,7 @@ come from `grading`, which rebuilds the workspace from the package sources and t
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Iterator
 
@@ -61,6 +62,11 @@ class SweEnv(Env):
         layout = "\n".join(f"  {path}" for path in sorted(self.task.files))
         user = f"{self.task.issue}\nRepository layout:\n{layout}\n"
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+    def task_key(self) -> str:
+        """The injected bugs (file and fix), whatever the issue text says: what a policy could memorise."""
+        bugs = sorted((b.module, b.fix_old, b.fix_new) for b in self.task.bugs) if self.task else []
+        return json.dumps([self.task.family if self.task else None, bugs])
 
     def _signals(self) -> dict[str, float]:
         if self.task is None or self.box is None or self.box.closed:

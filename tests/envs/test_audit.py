@@ -61,3 +61,14 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, capsys):
     (row,) = json.loads(out.read_text())
     assert row["constant"] == 0.9 and row["constant_answer"] == "1" and row["deterministic"] is None
     assert main(["envs", "audit", "nothing/*"]) == 1
+
+
+def test_swe_overlap_is_measured_on_the_injected_bug_not_the_issue_text():
+    from jointrl.envs.audit import play_demo
+    from jointrl.envs.swe import task
+
+    run = play_demo("swe/strings-v0:easy", 3)
+    built = task.build("strings", "easy", 3)
+    bug = built.bugs[0]
+    assert bug.module in run.task_key and json.dumps(bug.fix_new)[1:-1] in run.task_key
+    assert run.task_key != run.prompt and run.task_key == play_demo("swe/strings-v0:easy", 3).task_key
