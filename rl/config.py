@@ -323,6 +323,10 @@ class AlgorithmConfig(Section):
     routing_replay: Literal["off", "r2", "r3"] = Field(
         "r3", description="Reuse rollout expert choices in the learner: r3 = rollout routing, r2 = old-policy routing."
     )
+    reference_routing: Literal["replay", "own"] = Field(
+        "replay", description="How the KL reference routes: replay = as the trained policy's forward (router-bias "
+        "balancing is not penalised as drift); own = afresh (a fixed anchor that also counts routing drift)."
+    )
     gamma: float = Field(1.0, gt=0, le=1, description="ppo: discount of GAE.")
     gae_lambda: float = Field(0.95, ge=0, le=1, description="ppo: lambda of GAE.")
     value_coef: float = Field(0.5, ge=0, description="ppo: weight of the value loss.")

@@ -197,9 +197,12 @@ class LearnerRank:
         )
 
     @torch.no_grad()
-    def _ref_logprobs(self, mb: MicroBatch) -> torch.Tensor:
-        """Log-probs of the frozen reference policy, which routes on its own (never replays the policy's)."""
-        return reference_logprobs(self.reference, mb, temperature=self.cfg.rollout.temperature)
+    def _ref_logprobs(self, mb: MicroBatch, old: ForwardOut | None) -> torch.Tensor:
+        """Log-probs of the frozen reference policy, routed as algorithm.reference_routing says."""
+        return reference_logprobs(
+            self.reference, mb, temperature=self.cfg.rollout.temperature, routing=self.cfg.algorithm.reference_routing,
+            replay=self._replay(old), replay_from=old,
+        )
 
     def _update(
         self, schedule: list[tuple[MicroBatch, bool]], totals: LossTotals, olds: list | None,
@@ -211,7 +214,7 @@ class LearnerRank:
         metrics, loss_sum, load = [], 0.0, None
         for i, (mb, real) in enumerate(schedule):
             old = olds[i] if olds is not None else None
-            ref = self._ref_logprobs(mb) if self.reference is not None else None
+            ref = self._ref_logprobs(mb, old) if self.reference is not None else None
             current = forward_micro_batch(
                 engine.module, mb, temperature=self.cfg.rollout.temperature, replay=self._replay(old),
                 replay_from=old, need_entropy=algorithm.entropy_coef > 0,

@@ -176,13 +176,19 @@ def test_r2_replays_the_learners_old_pass(rollout):
     assert (fresh.logprobs[valid] - old.logprobs[valid]).abs().max() > 1e-2
 
 
-def test_the_reference_routes_on_its_own_under_r3(rollout):
+def test_the_reference_routes_as_configured_under_r3(rollout):
     model, mb, _ = rollout
     reference = build_model()
     move_selection_state(reference, seed=5)  # the reference would choose other experts and slots than the rollout
     with torch.no_grad():
-        ref = reference_logprobs(PolicyWithValue(reference), mb, temperature=TEMPERATURE)
-        replayed = forward_micro_batch(PolicyWithValue(reference), mb, temperature=TEMPERATURE, replay="r3").logprobs
+        ref = reference_logprobs(PolicyWithValue(reference), mb, temperature=TEMPERATURE, routing="own", replay="r3")
+        replayed = reference_logprobs(PolicyWithValue(reference), mb, temperature=TEMPERATURE, routing="replay",
+                                      replay="r3")
+        out = forward_micro_batch(PolicyWithValue(reference), mb, temperature=TEMPERATURE, replay="r3")
+    # replay: the rollout's experts and slots, exactly as the trained policy's r3 forward uses them.
+    assert torch.equal(out.routing[mb.valid], mb.routing[mb.valid])
+    torch.testing.assert_close(replayed, out.logprobs, atol=0, rtol=0)
+    # own: the reference's own routing, checked row by row against a plain forward of the reference.
     for r, i in enumerate(mb.index.tolist()):
         n = int(mb.valid[r].sum())
         tokens = torch.cat([mb.inputs[r, :1], mb.targets[r, :n]])
@@ -191,7 +197,9 @@ def test_the_reference_routes_on_its_own_under_r3(rollout):
         expected = torch.log_softmax(logits, dim=-1).gather(1, tokens[1:, None]).squeeze(1)
         torch.testing.assert_close(ref[r, :n], expected, atol=ATOL, rtol=0)
     gap = (on_mask(ref, mb) - on_mask(replayed, mb)).abs().max()
-    assert gap > 1e-2, f"replaying the rollout's routing into the reference would change its log-probs, gap {gap:.2e}"
+    assert gap > 1e-2, f"the two routings should give different reference log-probs, gap {gap:.2e}"
+    with pytest.raises(ValueError, match="reference routing 'mine'"):
+        reference_logprobs(PolicyWithValue(reference), mb, temperature=TEMPERATURE, routing="mine", replay="r3")
 
 
 def test_greedy_rollout_is_scored_at_temperature_one(rollout):
