@@ -1,6 +1,6 @@
 """Per-episode resource caps with cgroup v2: one group per sandbox holding every process it starts.
 
-Detection (`cgroup_v2()`), on first use: the unified hierarchy is mounted (a `cgroup2` line in
+Detection (`detect`, run once when this module is imported): the unified hierarchy is mounted (a `cgroup2` line in
 /proc/self/mountinfo), this process's group is read from /proc/self/cgroup (`0::<path>`), a child group
 can be made under it, and that child offers the memory, pids and cpu controllers (they are switched on
 in the parent's cgroup.subtree_control when they are not already). Any step failing means no cgroup v2
