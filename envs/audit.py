@@ -148,11 +148,12 @@ def audit_env(env_id: str, seeds: int = 20) -> AuditRow:
 
 
 DIGEST_PROGRAM = """
-import hashlib, importlib, json, sys
-setup, ids, seeds = json.loads(sys.argv[1])
-for module in setup:
-    importlib.import_module(module.partition(":")[0]).__dict__[module.partition(":")[2] or "register"]()
+import hashlib, json, sys
 from jointrl.envs.audit import play_demo
+from jointrl.envs.registry import resolve
+setup, ids, seeds = json.loads(sys.argv[1])
+for entry in setup:
+    resolve(entry)()
 out = {}
 for env_id in ids:
     runs = [play_demo(env_id, s) for s in seeds]

@@ -163,6 +163,25 @@ def argument_problem(value, depth: int = 0) -> str | None:
     return None
 
 
+def bounded(fn: Callable[[], Any], seconds: float, name: str) -> dict:
+    """Run fn in a daemon thread for at most `seconds`: {"value": result}, {"error": exception} or {"timeout": True}.
+
+    The thread is left behind on a timeout (Python cannot stop it); what it computes later is dropped.
+    """
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = fn()
+        except Exception as err:
+            outcome["error"] = err
+
+    worker = threading.Thread(target=target, daemon=True, name=name)
+    worker.start()
+    worker.join(seconds)
+    return {"timeout": True} if worker.is_alive() else outcome
+
+
 class Env(ABC):
     """Base class of every environment: tool dispatch, validation, error accounting, demo replay."""
 
@@ -177,6 +196,7 @@ class Env(ABC):
         self.tool_errors = 0
         self.tool_calls = 0
         self.final_answer: str | None = None
+        self.opening: list[dict] | None = None  # the messages reset() gave, for task_key
         self._tools = {d.name: d for d in self._collect_tools()}
 
     def _collect_tools(self) -> Iterator[ToolDef]:
@@ -203,7 +223,7 @@ class Env(ABC):
 
         A domain whose prompts differ while the task repeats (the same bug in the same file, the same part)
         overrides it with what repeats."""
-        return json.dumps(getattr(self, "opening", None), sort_keys=True, ensure_ascii=False)
+        return json.dumps(self.opening, sort_keys=True, ensure_ascii=False)
 
     def tool_specs(self) -> list[dict]:
         """JSON-schema specs of this env's tools, sorted by name."""
@@ -253,20 +273,13 @@ class Env(ABC):
         the episode as failed (`signals_failed` 1) instead of holding the worker, and at most MAX_SIGNALS
         finite float signals are kept.
         """
-        outcome: dict = {}
-
-        def target():
-            try:
-                outcome["value"] = self._signals()
-            except Exception as err:  # a scoring bug or a workspace scoring cannot read: failed, not fatal
-                outcome["error"] = f"{type(err).__name__}: {err}"
-
-        worker = threading.Thread(target=target, daemon=True, name="signals")
-        worker.start()
-        worker.join(self.signals_seconds)
+        # A scoring bug, or a workspace scoring cannot read, fails the episode rather than the worker.
+        outcome = bounded(self._signals, self.signals_seconds, "signals")
         raw = outcome.get("value")
         if not isinstance(raw, dict):
-            self.signals_error = outcome.get("error") or f"scoring did not finish within {self.signals_seconds:g}s"
+            err = outcome.get("error")
+            self.signals_error = (f"{type(err).__name__}: {err}" if err is not None
+                                  else f"scoring did not finish within {self.signals_seconds:g}s")
             raw = {"success": 0.0, "signals_failed": 1.0}
         out = {}
         for key, value in list(raw.items())[:MAX_SIGNALS]:
@@ -326,23 +339,16 @@ class Env(ABC):
         # In-process tools are the env's own code; a thread bounds one that blocks or loops in Python without
         # needing the main thread. It cannot interrupt a C call holding the GIL (a catastrophic regex), so
         # tools screen such inputs themselves. Model-written code never runs here: it goes to the sandbox.
-        outcome: dict = {}
-
-        def target():
-            try:
-                outcome["value"] = definition.fn(**arguments)
-            except ToolFailure as err:
-                outcome["failure"] = str(err)
-            except Exception as err:  # a tool bug still must not end the episode
-                outcome["failure"] = f"{definition.name} raised {type(err).__name__}: {err}"
-
-        worker = threading.Thread(target=target, daemon=True, name=f"tool-{definition.name}")
-        worker.start()
-        worker.join(definition.timeout)
-        if worker.is_alive():
+        outcome = bounded(lambda: definition.fn(**arguments), definition.timeout, f"tool-{definition.name}")
+        if "timeout" in outcome:
             return self._error(f"{definition.name} did not finish within {definition.timeout:g}s")
-        if "failure" in outcome:
-            return self._error(outcome["failure"])
+        if "error" in outcome:
+            err = outcome["error"]
+            # A ToolFailure is the tool's own message; any other exception is a tool bug, which still must not
+            # end the episode.
+            if isinstance(err, ToolFailure):
+                return self._error(str(err))
+            return self._error(f"{definition.name} raised {type(err).__name__}: {err}")
         value = outcome["value"]
         if isinstance(value, ToolResult):
             if value.error is not None:

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# A signal named hack_<name> says the episode did something only a reward hacker does (0 or 1): the
+# reward mixer logs it as hack/<domain>/<name> and the tampering alarm watches it.
+HACK_PREFIX = "hack_"
+
 
 @dataclass
 class Episode:

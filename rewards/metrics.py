@@ -18,11 +18,8 @@ import math
 from collections import defaultdict
 from typing import Sequence
 
-from jointrl.envs.episode import Episode
+from jointrl.envs.episode import HACK_PREFIX, Episode
 from jointrl.rewards.normalize import moments
-
-# An env signal named hack_<name> says the episode did something only a reward hacker does (0 or 1).
-HACK_PREFIX = "hack_"
 
 
 def _mean(values: Sequence[float]) -> float:

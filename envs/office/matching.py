@@ -141,6 +141,11 @@ def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
 
 
+def named_candidates(said: str, gold: Gold) -> set[str]:
+    """The gold's candidates a normalised reply mentions as whole words."""
+    return {c for c in gold.candidates if re.search(rf"\b{re.escape(normalise(c))}\b", said)}
+
+
 def text_matches(reply: str, gold: Gold) -> bool:
     """Whether the reply names the gold and no other candidate."""
     said = normalise(answer_part(reply))
@@ -149,8 +154,7 @@ def text_matches(reply: str, gold: Gold) -> bool:
         return False
     if said == target:
         return True
-    named = {c for c in gold.candidates if re.search(rf"\b{re.escape(normalise(c))}\b", said)}
-    return named == {gold.value}
+    return named_candidates(said, gold) == {gold.value}
 
 
 def several_answers(reply: str | None, gold: Gold) -> bool:
@@ -160,8 +164,7 @@ def several_answers(reply: str | None, gold: Gold) -> bool:
         return False
     reply = reply[-MAX_REPLY_CHARS:]
     if gold.is_text:
-        said = normalise(answer_part(reply))
-        return sum(bool(re.search(rf"\b{re.escape(normalise(c))}\b", said)) for c in gold.candidates) >= 2
+        return len(named_candidates(normalise(answer_part(reply)), gold)) >= 2
     if not ANSWER_MARK.search(reply):
         return False
     figures = {_digits(m.group("digits")) for m in NUMBER.finditer(answer_part(reply))} - {None}

@@ -2,14 +2,13 @@
 
 A `Sandbox` owns a fresh host directory that appears inside as `/workspace`. `run()` starts a new
 confined process tree per command (how it is confined: `confine`); `shell()` keeps one
-bash alive between commands (`session`). Inside, the host filesystem is read-only,
-there is no network, and rlimits bound time, memory, processes, file size and open files; the wall
+bash alive between commands (`session`). Inside is a minimal read-only root (see confine.py) with no
+network; rlimits, and a cgroup where there is one, bound time, memory, processes, files and disk; the wall
 clock kills the whole tree. `sandbox_backend()` says whether bubblewrap or the unshare fallback is used.
 
 Why a uid per sandbox. Root is exempt from RLIMIT_NPROC, so a fork bomb run as root would not be
 contained. When this process is root, each Sandbox's commands run as their own unprivileged host uid,
 so the process limit counts that sandbox's processes and nothing else.
-
 """
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from jointrl.envs.sandbox.cgroup import CGROUP_ROOT, EpisodeGroup
 from jointrl.envs.sandbox.paths import copy_tree, open_in, open_up, regular
-from jointrl.envs.sandbox.process import Confinement, collect, kill_tree
+from jointrl.envs.sandbox.process import Confinement, alive, collect, kill_tree
 from jointrl.envs.sandbox.session import BashSession
 from jointrl.envs.sandbox.types import MAX_COMMAND_BYTES, Limits, RunResult, SandboxUnavailable
 
@@ -158,9 +157,7 @@ class Sandbox:
         """Kill every process of this sandbox (a shell restarts on its next command): the workspace holds still."""
         for session in list(self._sessions):
             session.kill()
-        for proc in list(self._box.live):
-            kill_tree(proc)
-            self._box.live.discard(proc)
+        self._box.kill_everything()
 
     def copy_workspace(self, dest: Path) -> None:
         """Stop every process, then copy the workspace to `dest` (links as links, special files skipped, bounded)."""
@@ -244,7 +241,7 @@ def sweep_orphans(root: str | None = None) -> list[str]:
     swept = []
     for entry in os.scandir(root):
         match = re.fullmatch(rf"{PREFIX}(\d+)-\w+", entry.name)
-        if not match or not entry.is_dir(follow_symlinks=False) or _alive(int(match.group(1))):
+        if not match or not entry.is_dir(follow_symlinks=False) or alive(int(match.group(1))):
             continue
         # Its processes died with their init (the parent-death signal); a folder the sandbox closed to
         # its owner must be opened before it can be removed.
@@ -256,7 +253,7 @@ def sweep_orphans(root: str | None = None) -> list[str]:
     if CGROUP_ROOT is not None:
         for group in CGROUP_ROOT.path.glob("jointrl-episode-*"):
             match = re.fullmatch(r"jointrl-episode-(\d+)-\w+", group.name)
-            if match and not _alive(int(match.group(1))):
+            if match and not alive(int(match.group(1))):
                 try:
                     group.rmdir()  # its processes died with their parent-death signal
                     swept.append(str(group))
@@ -264,12 +261,3 @@ def sweep_orphans(root: str | None = None) -> list[str]:
                     continue
     return swept
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: alive
-    return True

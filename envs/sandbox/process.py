@@ -50,8 +50,13 @@ def kill_tree(proc: subprocess.Popen) -> None:
         pass
     proc.wait()
     # A namespace's init finishes dying only after the kernel has killed and reaped all else inside it.
-    deadline = time.monotonic() + 5.0
-    while any(_alive(pid) for pid in inits) and time.monotonic() < deadline:
+    _wait_gone(inits)
+
+
+def _wait_gone(pids: list[int], seconds: float = 5.0) -> None:
+    """Return once none of `pids` is alive any more (or after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.005)
 
 
@@ -117,9 +122,7 @@ def kill_background(proc: subprocess.Popen, shell: str = "bash") -> int:
             except ProcessLookupError:
                 pass
     # Return once they are gone (reaped by their parents or the namespace's init), as kill_tree does.
-    deadline = time.monotonic() + 5.0
-    while any(_alive(pid) for pid in killed) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _wait_gone(killed)
     return len(killed)
 
 
@@ -131,7 +134,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether `pid` is a process that has not yet exited (a zombie has)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -252,11 +255,12 @@ class Confinement:
         return "; ".join(notes)
 
     def kill_everything(self) -> None:
-        """Kill every process this sandbox started."""
+        """Kill every process this sandbox started (commands and shells alike)."""
         if self.group is not None:
             self.group.kill_all()
         for proc in list(self.live):
             kill_tree(proc)
+            self.live.discard(proc)
 
     def own(self, path: str, dir_fd: int | None = None) -> None:
         """Hand a host-written file to the sandbox's uid (a no-op when it runs as this process's uid)."""

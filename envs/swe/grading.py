@@ -192,9 +192,3 @@ def run_tests(task: Task, package: dict[str, bytes], use_known: bool = True) -> 
     return frozenset(
         t.id for t, outcome in zip(tests, outcomes) if outcome is not None and probe.passes(t.case, outcome, t.expected)
     )
-
-
-def grade(box: Sandbox, task: Task) -> Grade:
-    """Grade the episode whose workspace is `box`."""
-    package = package_files(box, task.package)
-    return Grade(run_tests(task, package), tests_modified(box, task), runner_tampering(package))

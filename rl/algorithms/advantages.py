@@ -108,24 +108,19 @@ def whiten(x: Tensor, mask: Tensor, eps: float = 1e-8, moments: Tensor | None = 
     batch's whitening, however the batch was cut. The normalisation REINFORCE++ (Hu 2025) applies to the
     advantages of the whole batch, and PPO implementations to the GAE advantages of the whole batch.
     """
-    if mask.shape != x.shape:
-        raise ValueError(f"mask shape {tuple(mask.shape)} does not match x shape {tuple(x.shape)}")
-    keep = mask != 0
-    zero = torch.zeros_like(x)
     if moments is None:
-        n = keep.sum().clamp(min=1).to(x.dtype)
-        mean = torch.where(keep, x, zero).sum() / n
-        centred = torch.where(keep, x - mean, zero)
-        std = ((centred * centred).sum() / n).sqrt()
-        return centred / (std + eps)
+        moments = masked_moments(x, mask)
+    elif mask.shape != x.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} does not match x shape {tuple(x.shape)}")
     if tuple(moments.shape) != (3,):
         raise ValueError(f"moments must be [count, sum, sum of squares], got shape {tuple(moments.shape)}")
     count, total, squares = moments.to(torch.float64).unbind()
     n = count.clamp(min=1)
     mean = total / n
-    # E[x^2] - mean^2 can round a little below 0 when every value is equal.
+    # E[x^2] - mean^2 (in float64) can round a little below 0 when every value is equal.
     std = (squares / n - mean * mean).clamp(min=0).sqrt()
-    centred = torch.where(keep, x - mean.to(x.dtype), zero)
+    zero = torch.zeros_like(x)
+    centred = torch.where(mask != 0, x - mean.to(x.dtype), zero)
     return centred / (std.to(x.dtype) + eps)
 
 
