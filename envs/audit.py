@@ -19,6 +19,10 @@ without the skill would play them; every column but `demo` is a shortcut and sho
   deterministic  prompts and demo answers of a few seeds are the same in two fresh processes with other
               string-hash seeds
 
+`violations(row)` applies the thresholds every registered id must meet (the conformance suite enforces them):
+demo 1.0; each shortcut and the overlap at most 5% (a shortcut at most 1/k + 5% where the task is an
+explicit k-way choice, `Env.answer_choices`); deterministic.
+
 `jointrl envs audit GLOB [--seeds N] [--json FILE]` prints the table; plugin authors run it on their own ids.
 """
 from __future__ import annotations
@@ -40,6 +44,8 @@ TOP_ANSWERS = 8  # train answers tried as constants
 MULTI_ANSWERS = 5  # answers listed at once by the multi-candidate shortcut
 DETERMINISM_SEEDS = 3
 SHORTCUTS = ("no_op", "no_tools", "constant", "common", "replay", "multi")
+MAX_SHORTCUT = 0.05  # pass rate a shortcut may reach on held-out seeds (above chance, for a k-way choice)
+MAX_OVERLAP = 0.05  # held-out tasks that may also occur among the train seeds
 
 
 @dataclass
@@ -52,6 +58,7 @@ class DemoRun:
     answer: str
     success: float
     seconds: float
+    choices: int | None = None
 
 
 @dataclass
@@ -72,6 +79,7 @@ class AuditRow:
     answers: float
     overlap: float
     seconds: float
+    choices: int | None = None
     deterministic: bool | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -94,7 +102,7 @@ def play_demo(env_id: str, seed: int) -> DemoRun:
         success = env.signals()["success"]
         calls = [call for m in transcript if m.get("role") == "assistant" for call in m.get("tool_calls") or []]
         return DemoRun(env.task_key(), _prompt(observation.messages), calls, env.final_answer or "", success,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, env.answer_choices)
     finally:
         env.close()
 
@@ -144,7 +152,22 @@ def audit_env(env_id: str, seeds: int = 20) -> AuditRow:
         answers=len({r.answer for r in held}) / seeds,
         overlap=_rate([float(r.task_key in train_keys or r.prompt in train_keys) for r in held]),
         seconds=statistics.median(r.seconds for r in train + held),
+        choices=max((r.choices or 0 for r in held), default=0) or None,
     )
+
+
+def violations(row: AuditRow) -> list[str]:
+    """The thresholds a row breaks, each as "column value > limit"; empty when the id measures its skill."""
+    problems = [f"error {e}" for e in row.errors]
+    if row.demo < 1.0:
+        problems.append(f"demo {row.demo:.2f} < 1.00")
+    limit = MAX_SHORTCUT + (1 / row.choices if row.choices else 0.0)
+    problems += [f"{name} {getattr(row, name):.2f} > {limit:.2f}" for name in SHORTCUTS if getattr(row, name) > limit]
+    if row.overlap > MAX_OVERLAP:
+        problems.append(f"overlap {row.overlap:.2f} > {MAX_OVERLAP:.2f}")
+    if row.deterministic is False:
+        problems.append("not deterministic across PYTHONHASHSEEDs")
+    return problems
 
 
 DIGEST_PROGRAM = """

@@ -188,6 +188,9 @@ class Env(ABC):
     spec: EnvSpec | None = None  # set by the registry's make()
     signals_seconds: float = SIGNALS_SECONDS  # a domain whose scoring is slow by design may raise it
     signals_error: str | None = None  # why the last scoring failed, when it did
+    # k when the task is an explicit k-way choice (yes/no, one of k named options): the audit then allows
+    # a shortcut 1/k + 5% instead of 5%, and the family must balance its answers over the k choices.
+    answer_choices: int | None = None
 
     def __init__(self, difficulty: str = "easy", **kwargs: Any):
         self.difficulty = difficulty

@@ -110,7 +110,7 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_audit(args: argparse.Namespace) -> int:
     """Measure demo and shortcut pass rates, prompt and answer variety, overlap and time per env id."""
-    from jointrl.envs.audit import SHORTCUTS, audit, to_json
+    from jointrl.envs.audit import SHORTCUTS, audit, to_json, violations
 
     if args.seeds < 2:
         raise ValueError(f"--seeds must be >= 2, got {args.seeds}")
@@ -118,13 +118,16 @@ def run_audit(args: argparse.Namespace) -> int:
     table = Table(title=f"env audit: {args.seeds} train + {args.seeds} held-out seeds per id (shortcuts should be ~0)")
     columns = ("demo", *SHORTCUTS, "prompts", "answers", "overlap")
     table.add_column("env id")
-    for name in (*columns, "s/ep", "determ."):
+    for name in (*columns, "s/ep", "determ.", "k"):
         table.add_column(name, justify="right")
+    failing = {}
     for row in rows:
         cells = [f"{getattr(row, name):.2f}" for name in columns]
         determ = {True: "yes", False: "NO", None: "-"}[row.deterministic]
-        table.add_row(row.env_id + (f" [red]({row.errors[0]})[/]" if row.errors else ""), *cells,
-                      f"{row.seconds:.2f}", determ)
+        if problems := violations(row):
+            failing[row.env_id] = problems
+        table.add_row(row.env_id + (" [red]FAIL[/]" if problems else ""), *cells, f"{row.seconds:.2f}", determ,
+                      str(row.choices or "-"))
     # Piped output keeps every column readable rather than squeezing them into 80 characters.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     console.print(table)
@@ -136,4 +139,7 @@ def run_audit(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump(to_json(rows), f, indent=1)
         console.print(f"wrote {args.json}")
-    return 0
+    for env_id, problems in failing.items():
+        console.print(f"FAIL {env_id}: {'; '.join(problems)}", markup=False)
+    console.print(f"{len(rows) - len(failing)} of {len(rows)} ids meet the thresholds", markup=False)
+    return 1 if failing else 0

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from jointrl.envs.audit import audit
+from jointrl.envs.audit import AuditRow, audit, violations
 from jointrl.rl.commands.cli import main
 from tests.envs import planted_envs
 
@@ -53,11 +53,15 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path, capsys):
     planted_envs.register()
     try:
         out = tmp_path / "audit.json"
-        assert main(["envs", "audit", "test/constant*", "--seeds", "10", "--json", str(out), "--no-determinism"]) == 0
+        # The constant env breaks the thresholds, so the command fails as a CI step would want.
+        assert main(["envs", "audit", "test/constant*", "--seeds", "10", "--json", str(out), "--no-determinism"]) == 1
+        assert main(["envs", "audit", "test/honest*", "--seeds", "4", "--no-determinism"]) == 0
     finally:
         planted_envs.unregister()
     printed = capsys.readouterr().out
     assert "test/constant-v0:easy" in printed and "worst shortcut: test/constant-v0:easy no_tools 1.00" in printed
+    assert "FAIL test/constant-v0:easy: no_tools 1.00 > 0.05" in printed and "0 of 1 ids meet the thresholds" in printed
+    assert "1 of 1 ids meet the thresholds" in printed  # the honest env
     (row,) = json.loads(out.read_text())
     assert row["constant"] == 0.9 and row["constant_answer"] == "1" and row["deterministic"] is None
     assert main(["envs", "audit", "nothing/*"]) == 1
@@ -72,3 +76,24 @@ def test_swe_overlap_is_measured_on_the_injected_bug_not_the_issue_text():
     bug = built.bugs[0]
     assert bug.module in run.task_key and json.dumps(bug.fix_new)[1:-1] in run.task_key
     assert run.task_key != run.prompt and run.task_key == play_demo("swe/strings-v0:easy", 3).task_key
+
+
+def test_the_thresholds_flag_each_planted_flaw_and_pass_the_honest_env(rows):
+    assert violations(rows["test/honest-v0:easy"]) == []
+    assert "constant 0.90 > 0.05" in violations(rows["test/constant-v0:easy"])
+    assert "overlap 1.00 > 0.05" in violations(rows["test/memorised-v0:easy"])
+    assert "not deterministic across PYTHONHASHSEEDs" in violations(rows["test/unstable-v0:easy"])
+
+
+def _row(**values) -> AuditRow:
+    base = dict(env_id="x", seeds=20, demo=1.0, no_op=0.0, no_tools=0.0, constant=0.0, constant_answer="",
+                common=0.0, replay=0.0, multi=0.0, prompts=1.0, answers=1.0, overlap=0.0, seconds=0.1)
+    return AuditRow(**{**base, **values})
+
+
+def test_a_k_way_choice_may_reach_chance_plus_five_points_and_no_more():
+    # Two choices: chance is 0.50, so 0.55 passes and 0.60 does not; without k even 0.10 fails.
+    assert violations(_row(constant=0.55, choices=2)) == []
+    assert violations(_row(constant=0.60, choices=2)) == ["constant 0.60 > 0.55"]
+    assert violations(_row(constant=0.10)) == ["constant 0.10 > 0.05"]
+    assert violations(_row(demo=0.95)) == ["demo 0.95 < 1.00"]
