@@ -37,8 +37,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from jointrl.envs import registry
-
-HELD_OUT_START = 1_000_000  # the recipes' default eval_seeds start
+from jointrl.envs.base import HELD_OUT_START
 GENERIC_CONSTANTS = ("0", "1", "2", "3", "yes", "no", "true", "false", "none", "a", "b")
 TOP_ANSWERS = 8  # train answers tried as constants
 MULTI_ANSWERS = 5  # answers listed at once by the multi-candidate shortcut
@@ -186,12 +185,14 @@ print(json.dumps(out))
 """
 
 
-def determinism(env_ids: list[str], setup: tuple[str, ...] = (), hash_seeds: tuple[int, ...] = (1, 2)) -> dict[str, bool]:
+def determinism(env_ids: list[str], setup: tuple[str, ...] = (), hash_seeds: tuple[int, ...] = (1, 2),
+                per_split: int = DETERMINISM_SEEDS) -> dict[str, bool]:
     """Whether each id's prompts and demo answers match across fresh processes with other PYTHONHASHSEEDs.
 
-    `setup` names "module:function" entries that register plugin envs in those processes.
+    `setup` names "module:function" entries that register plugin envs in those processes; `per_split` train
+    and as many held-out seeds are compared.
     """
-    seeds = list(range(DETERMINISM_SEEDS)) + list(range(HELD_OUT_START, HELD_OUT_START + DETERMINISM_SEEDS))
+    seeds = list(range(per_split)) + list(range(HELD_OUT_START, HELD_OUT_START + per_split))
     argument = json.dumps([list(setup), env_ids, seeds])
     digests = []
     for hash_seed in hash_seeds:

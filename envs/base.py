@@ -26,6 +26,9 @@ import jsonschema
 
 ENV_ID = re.compile(r"^(?P<domain>[a-z0-9_]+)/(?P<family>[a-z0-9_.-]+)-v(?P<version>\d+):(?P<difficulty>[a-z0-9_]+)$")
 TIERS = ("low", "high", "max")
+# Seeds from here on are held out: recipes train below it and evaluate above it, and an env whose task space
+# is split (by file, by part, by site) draws held-out tasks from its held-out half only for these seeds.
+HELD_OUT_START = 1_000_000
 SIGNALS_SECONDS = 180.0  # the longest an env's scoring may take before the episode counts as failed
 MAX_SIGNALS = 64
 # Tool arguments beyond these never reach a tool: a model can write any text, and json.loads recurses.

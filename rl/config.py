@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import jointrl.model.presets as presets
+from jointrl.envs.base import HELD_OUT_START
 import jointrl.rewards.registry as reward_registry
 from jointrl.model.config import ModelConfig
 from jointrl.rewards.alarms import AlarmConfig
@@ -78,10 +79,6 @@ class SeedRange(Section):
             fail_at("SeedRange", ("stop",), f"stop={self.stop} must be greater than start={self.start}", self.stop)
         return self
 
-    def overlaps(self, other: SeedRange) -> bool:
-        """Whether the two ranges share a seed."""
-        return self.start < other.stop and other.start < self.stop
-
 
 class EnvsConfig(Section):
     """Which environments a run samples tasks from, and the seeds that keep training and evaluation apart."""
@@ -96,23 +93,26 @@ class EnvsConfig(Section):
         description="Fraction of each step's prompts per domain (summing to 1); empty = in proportion to the mix weights.",
     )
     train_seeds: SeedRange = Field(
-        default_factory=lambda: SeedRange(start=0, stop=1_000_000), description="Seeds training episodes are drawn from."
+        default_factory=lambda: SeedRange(start=0, stop=HELD_OUT_START),
+        description=f"Seeds training episodes are drawn from; below {HELD_OUT_START}, where the held-out seeds start.",
     )
     eval_seeds: SeedRange = Field(
-        default_factory=lambda: SeedRange(start=1_000_000, stop=1_001_000),
-        description="Held-out seeds for evaluation; must not overlap train_seeds.",
+        default_factory=lambda: SeedRange(start=HELD_OUT_START, stop=HELD_OUT_START + 1000),
+        description=f"Held-out seeds for evaluation: from {HELD_OUT_START} on, where envs draw their held-out tasks.",
     )
 
     @model_validator(mode="after")
     def _check(self) -> EnvsConfig:
         problems: list[tuple[Loc, str, Any]] = []
-        if self.train_seeds.overlaps(self.eval_seeds):
-            problems.append((
-                ("eval_seeds",),
-                f"eval seeds [{self.eval_seeds.start}, {self.eval_seeds.stop}) overlap train seeds "
-                f"[{self.train_seeds.start}, {self.train_seeds.stop})",
-                self.eval_seeds.model_dump(),
-            ))
+        # Envs split their task spaces at HELD_OUT_START, so seeds on the wrong side of it would train on
+        # held-out tasks or evaluate on train ones even when the two ranges do not overlap (and with both
+        # on their side, they cannot overlap).
+        if self.train_seeds.stop > HELD_OUT_START:
+            problems.append((("train_seeds", "stop"), f"train seeds must stay below {HELD_OUT_START} (the held-out "
+                             f"seeds' start), got stop={self.train_seeds.stop}", self.train_seeds.stop))
+        if self.eval_seeds.start < HELD_OUT_START:
+            problems.append((("eval_seeds", "start"), f"eval seeds must start at or above {HELD_OUT_START} (below it "
+                             f"are train tasks), got start={self.eval_seeds.start}", self.eval_seeds.start))
         domain_globs = [entry.glob.split("/", 1)[0] for entry in self.mix]
         shares_ok = True
         for domain, share in self.domain_shares.items():

@@ -112,7 +112,8 @@ BAD = [
     ({"learner": {"ranks": 4, "ep_size": 3}}, ("learner", "ep_size"), "does not divide ranks=4"),
     ({"learner": {"ranks": 3, "ep_size": 3}}, ("learner", "ep_size"), "does not divide model.n_experts=8"),
     ({"rollout": {"group_size": 1}}, ("rollout", "group_size"), "needs group_size >= 2"),
-    ({"envs": {"eval_seeds": {"start": 10, "stop": 20}}}, ("envs", "eval_seeds"), "overlap"),
+    ({"envs": {"eval_seeds": {"start": 10, "stop": 20}}}, ("envs", "eval_seeds", "start"), "at or above 1000000"),
+    ({"envs": {"train_seeds": {"start": 0, "stop": 1000001}}}, ("envs", "train_seeds", "stop"), "below 1000000"),
     ({"envs": {"train_seeds": {"start": 5, "stop": 5}}}, ("envs", "train_seeds", "stop"), "greater than start"),
     ({"rollout": {"tiers": {"low": 600, "high": 500}}}, ("rollout", "tiers", "high"), "below low"),
     (
@@ -152,7 +153,7 @@ GOOD = [
     {"rollout": {"group_size": 1}, "algorithm": {"name": "ppo"}},
     {"rollout": {"group_size": 1}, "algorithm": {"name": "reinforce_pp"}},
     # Half-open ranges that touch do not overlap.
-    {"envs": {"train_seeds": {"start": 0, "stop": 100}, "eval_seeds": {"start": 100, "stop": 200}}},
+    {"envs": {"train_seeds": {"start": 0, "stop": 1000000}, "eval_seeds": {"start": 1000000, "stop": 1000100}}},
     {"learner": {"ranks": 4, "ep_size": 2}},
     {"rollout": {"tier_selection": {"mode": "ratios", "ratios": {"low": 0.1, "high": 0.2, "max": 0.7}}}},
     {"envs": {"mix": [{"glob": "*/grep*"}], "domain_shares": {"terminal": 0.5, "swe": 0.5}}},
@@ -164,12 +165,21 @@ def test_edge_values_are_accepted(sections):
     RunConfig(model={"preset": "tiny"}, **sections)
 
 
-def test_seed_range_overlap_matches_set_intersection():
-    ranges = [SeedRange(start=a, stop=b) for a in range(5) for b in range(a + 1, 6)]
-    for x in ranges:
-        for y in ranges:
-            shared = set(range(x.start, x.stop)) & set(range(y.start, y.stop))
-            assert x.overlaps(y) == bool(shared), (x, y)
+def test_accepted_seed_ranges_sit_on_their_side_of_the_held_out_start_and_never_share_a_seed():
+    edge = 1_000_000  # envs.base.HELD_OUT_START, written out so a change to it shows here
+    bounds = [edge - 2, edge - 1, edge, edge + 1, edge + 2]
+    ranges = [SeedRange(start=a, stop=b) for a in bounds for b in bounds if b > a]
+    for train in ranges:
+        for held in ranges:
+            envs = {"train_seeds": train.model_dump(), "eval_seeds": held.model_dump()}
+            try:
+                RunConfig(model={"preset": "tiny"}, envs=envs)
+                accepted = True
+            except ValidationError:
+                accepted = False
+            assert accepted == (train.stop <= edge <= held.start), (train, held)
+            if accepted:
+                assert not set(range(train.start, train.stop)) & set(range(held.start, held.stop))
 
 
 def test_assignment_is_validated():

@@ -32,7 +32,7 @@ RECIPE = textwrap.dedent(f"""
     envs:
       mix: [{{glob: "{PARITY}"}}]
       train_seeds: {{start: 0, stop: 500}}
-      eval_seeds: {{start: 500, stop: 520}}
+      eval_seeds: {{start: 1000000, stop: 1000020}}
     rollout:
       max_turns: 2
       max_new_tokens_per_turn: 16
@@ -165,20 +165,20 @@ def _eval(capsys, *argv):
 def test_eval_command_writes_the_json_summary(parity, tmp_path, capsys):
     checkpoint, recipe = parity
     out_file = tmp_path / "eval" / "summary.json"
-    code, out, err = _eval(capsys, checkpoint, recipe, "--envs", PARITY, "--seeds", "500:503", "--tiers", "low,high",
+    code, out, err = _eval(capsys, checkpoint, recipe, "--envs", PARITY, "--seeds", "1000000:1000003", "--tiers", "low,high",
                            "--samples", 3, "--temperature", 1.0, "--seed", 5, "--out", out_file)
     assert code == 0, err
     assert "pass@3" in out and "pass rate" in out
     data = json.loads(out_file.read_text())
     assert set(data) == {"settings", "overall", "domains", "tiers", "domain_tiers", "envs", "episodes"}
     settings = data["settings"]
-    assert settings["env_ids"] == [PARITY] and settings["seeds"] == [500, 501, 502]
+    assert settings["env_ids"] == [PARITY] and settings["seeds"] == [1000000, 1000001, 1000002]
     assert settings["tiers"] == ["low", "high"] and settings["samples"] == 3
     assert settings["temperature"] == 1.0 and settings["seed"] == 5
 
     episodes = data["episodes"]
     assert len(episodes) == 1 * 3 * 2 * 3
-    assert {(e["seed"], e["tier"]) for e in episodes} == {(s, t) for s in (500, 501, 502) for t in ("low", "high")}
+    assert {(e["seed"], e["tier"]) for e in episodes} == {(s, t) for s in (1000000, 1000001, 1000002) for t in ("low", "high")}
     # Independent of the estimator: pass@1 is the pass rate, pass@n the share of tasks with any pass.
     tasks = defaultdict(list)
     for e in episodes:
@@ -216,7 +216,7 @@ def test_sampling_is_reproducible_with_seed_and_a_run_checkpoint_uses_its_recipe
     runs = {}
     for name, seed in (("a", 1), ("b", 1), ("c", 2)):
         out_file = tmp_path / f"{name}.json"
-        code, _, err = _eval(capsys, run_ckpt, "--seeds", "510:512", "--samples", 4, "--seed", seed, "--out", out_file)
+        code, _, err = _eval(capsys, run_ckpt, "--seeds", "1000010:1000012", "--samples", 4, "--seed", seed, "--out", out_file)
         assert code == 0, err
         runs[name] = json.loads(out_file.read_text())
     assert runs["a"]["settings"]["recipe"].endswith("recipe.yaml")
@@ -229,10 +229,10 @@ def test_sampling_is_reproducible_with_seed_and_a_run_checkpoint_uses_its_recipe
 
 def test_seeds_outside_the_held_out_range_are_refused(parity, capsys):
     checkpoint, recipe = parity
-    code, out, err = _eval(capsys, checkpoint, recipe, "--seeds", "498:502")
+    code, out, err = _eval(capsys, checkpoint, recipe, "--seeds", "999998:1000002")
     assert code == 1
     assert err.count("\n") == 1
-    assert "seeds [498, 499] are outside the held-out range [500, 520)" in err
+    assert "seeds [999998, 999999] are outside the held-out range [1000000, 1000020)" in err
 
 
 def test_bad_arguments_are_one_line_errors(parity, tmp_path, capsys):
@@ -250,6 +250,6 @@ def test_bad_arguments_are_one_line_errors(parity, tmp_path, capsys):
 def test_overrides_without_a_recipe_apply_to_the_default_one(parity, tmp_path, capsys):
     checkpoint, _ = parity
     # No recipe is stored with this checkpoint, so the quickstart recipe applies, with the override.
-    override = "envs.eval_seeds.start=100010"
-    code, _, err = _eval(capsys, checkpoint, override, "--envs", PARITY, "--seeds", "100000:100001")
-    assert code == 1 and "outside the held-out range [100010, 100064)" in err
+    override = "envs.eval_seeds.start=1000010"
+    code, _, err = _eval(capsys, checkpoint, override, "--envs", PARITY, "--seeds", "1000000:1000001")
+    assert code == 1 and "outside the held-out range [1000010, 1000064)" in err

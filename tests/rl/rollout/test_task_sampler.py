@@ -245,7 +245,7 @@ def test_from_config_reads_envs_rollout_and_trainer():
             "mix": [{"glob": g, "weight": w} for g, w in QUICK_MIX],
             "domain_shares": QUICK_SHARES,
             "train_seeds": {"start": 10, "stop": 20},
-            "eval_seeds": {"start": 20, "stop": 30},
+            "eval_seeds": {"start": 1_000_020, "stop": 1_000_030},
         },
         rollout={
             "group_size": 3,
@@ -256,7 +256,7 @@ def test_from_config_reads_envs_rollout_and_trainer():
     )
     assert budgets(config) == {"low": 100, "high": 200, "max": 300}
     sampler = TaskSampler.from_config(config)
-    assert sampler.train_seeds == range(10, 20) and sampler.eval_seeds == range(20, 30)
+    assert sampler.train_seeds == range(10, 20) and sampler.eval_seeds == range(1_000_020, 1_000_030)
     tasks = sampler.next_step()
     assert tasks == make(seed=4, group=3, train=range(10, 20), tiers=TierSelector("fixed", {"reasoning/*": "max"})
                          ).next_step()
