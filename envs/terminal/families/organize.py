@@ -7,84 +7,114 @@ from jointrl.envs.terminal import vocab
 from jointrl.envs.terminal.task import Step, Task, tree
 
 FINISH = "a one-line summary of what you did."
+EXTENSIONS = ("jpg", "png", "gif", "txt", "md", "pdf", "csv", "log", "json", "wav", "mp3", "zip")
 
 
 def _by_type(rng: random.Random) -> Task:
-    groups = {"images": ("jpg", "png"), "docs": ("txt", "md")}
-    others = ("csv", "log")
-    names = vocab.words(rng, 14)
+    # Folder names and the extension groups change per seed, so a remembered command moves nothing elsewhere.
+    source = f"{rng.choice(vocab.WORDS)}-{rng.choice(['inbox', 'drop', 'incoming', 'unsorted'])}"
+    kinds = rng.sample(list(EXTENSIONS), 6)
+    groups = dict(zip(vocab.words(rng, 2), (tuple(kinds[0:2]), tuple(kinds[2:4]))))
+    others = tuple(kinds[4:])
+    names = vocab.words(rng, rng.randint(12, 18))
     files, moved, stays = {}, {}, {}
     # Every extension appears at least once, so each glob in the rules matches something.
-    kinds = ["jpg", "png", "txt", "md", "csv", "log"]
-    extensions = kinds + [rng.choice(kinds) for _ in range(rng.randint(3, 6))]
+    extensions = kinds + [rng.choice(kinds) for _ in range(len(names) - len(kinds))]
     for name, ext in zip(names, extensions):
         content = f"{vocab.sentence(rng)}\n"
-        files[f"inbox/{name}.{ext}"] = content
+        files[f"{source}/{name}.{ext}"] = content
         target = next((folder for folder, exts in groups.items() if ext in exts), None)
         if target:
             moved[f"{target}/{name}.{ext}"] = content
         else:
-            stays[f"inbox/{name}.{ext}"] = content
+            stays[f"{source}/{name}.{ext}"] = content
+    (first, first_exts), (second, second_exts) = groups.items()
     prompt = (
-        "The folder `inbox/` is a mess. Move every `.jpg` and `.png` file from `inbox/` into a new folder "
-        "`images/`, and every `.txt` and `.md` file into a new folder `docs/`, keeping the file names. "
-        f"Leave the other files ({', '.join('.' + e for e in others)}) where they are."
+        f"The folder `{source}/` is a mess. Move every `.{first_exts[0]}` and `.{first_exts[1]}` file from `{source}/` into "
+        f"a new folder `{first}/`, and every `.{second_exts[0]}` and `.{second_exts[1]}` file into a new folder "
+        f"`{second}/`, keeping the file names. Leave the other files ({', '.join('.' + e for e in others)}) where they are."
     )
     steps = [
-        Step("ls inbox", "First see what is in the inbox."),
-        Step("mkdir -p images docs && mv inbox/*.jpg inbox/*.png images/ && mv inbox/*.txt inbox/*.md docs/",
-             "Move the images and the documents with globs, one folder each."),
-        Step("ls -R images docs inbox", "Check the result."),
+        Step(f"ls {source}", "First see what is in the folder."),
+        Step(f"mkdir -p {first} {second} && mv {source}/*.{first_exts[0]} {source}/*.{first_exts[1]} {first}/ && "
+             f"mv {source}/*.{second_exts[0]} {source}/*.{second_exts[1]} {second}/",
+             "Move each group with globs, one folder each."),
+        Step(f"ls -R {first} {second} {source}", "Check the result."),
     ]
-    checks = (tree("images", {p: c for p, c in moved.items() if p.startswith("images/")}, files)
-              + tree("docs", {p: c for p, c in moved.items() if p.startswith("docs/")}, files)
-              + tree("inbox", stays, files))
+    checks = (tree(first, {p: c for p, c in moved.items() if p.startswith(f"{first}/")}, files)
+              + tree(second, {p: c for p, c in moved.items() if p.startswith(f"{second}/")}, files)
+              + tree(source, stays, files))
     return Task(prompt, FINISH, files, steps, checks)
+
+
+# Destination layouts for the date task: how a photo's date and number become its new path, in words and in bash
+# (with $y, $m, $d and $n set from the name).
+LAYOUTS = (
+    ("<YYYY>/<MM>/<DD>_<NNNN>", "$y/$m/${d}_$n"),
+    ("<YYYY>-<MM>/<DD>-<NNNN>", "$y-$m/$d-$n"),
+    ("<YYYY>/<MM>-<DD>/<NNNN>", "$y/$m-$d/$n"),
+)
 
 
 def _by_date(rng: random.Random) -> Task:
+    source = f"{rng.choice(vocab.WORDS)}-{rng.choice(['camera', 'phone', 'card'])}"
+    dest = rng.choice([w for w in vocab.WORDS if w not in source])
+    prefix, other = rng.sample(["IMG", "DSC", "PXL", "CAM"], 2)
+    ext = rng.choice(["jpg", "jpeg", "heic"])
+    words, bash = rng.choice(LAYOUTS)
     files, expected, stays = {}, {}, {}
     taken = set()
-    count = rng.randint(14, 20)
+    count = rng.randint(12, 22)
+    years = rng.sample(range(2015, 2025), 3)
     while len(expected) < count:
-        year, month, day, seq = rng.choice([2021, 2022, 2023]), rng.randint(1, 12), rng.randint(1, 28), rng.randint(1, 9999)
+        year, month, day, seq = rng.choice(years), rng.randint(1, 12), rng.randint(1, 28), rng.randint(1, 9999)
         if (year, month, day, seq) in taken:
             continue
         taken.add((year, month, day, seq))
-        name = f"IMG_{year}{month:02d}{day:02d}_{seq:04d}.jpg"
-        content = f"jpeg {name} {rng.getrandbits(32):08x}\n"
-        files[f"camera/{name}"] = content
-        expected[f"photos/{year}/{month:02d}/{day:02d}_{seq:04d}.jpg"] = content
+        name = f"{prefix}_{year}{month:02d}{day:02d}_{seq:04d}.{ext}"
+        content = f"{ext} {name} {rng.getrandbits(32):08x}\n"
+        files[f"{source}/{name}"] = content
+        target = bash.replace("${d}", "$d")
+        for var, value in (("$y", f"{year}"), ("$m", f"{month:02d}"), ("$d", f"{day:02d}"), ("$n", f"{seq:04d}")):
+            target = target.replace(var, value)
+        expected[f"{dest}/{target}.{ext}"] = content
     # Near misses that the rule must not touch.
     for _ in range(rng.randint(4, 7)):
-        year, month, day, seq = rng.choice([2022, 2023]), rng.randint(1, 12), rng.randint(1, 28), rng.randint(1, 9999)
+        year, month, day, seq = rng.choice(years), rng.randint(1, 12), rng.randint(1, 28), rng.randint(1, 9999)
         name = rng.choice([
-            f"IMG_{year}{month:02d}{day:02d}.jpg", f"img_{year}{month:02d}{day:02d}_{seq:04d}.jpg",
-            f"VID_{year}{month:02d}{day:02d}_{seq:04d}.mp4", f"IMG_{year}{month:02d}{day:02d}_{seq:04d}.png",
-            f"IMG_{year}{month:02d}{day:02d}_{seq:04d}_edit.jpg", f"IMG_{year}-{month:02d}-{day:02d}_{seq:04d}.jpg",
+            f"{prefix}_{year}{month:02d}{day:02d}.{ext}", f"{prefix.lower()}_{year}{month:02d}{day:02d}_{seq:04d}.{ext}",
+            f"{other}_{year}{month:02d}{day:02d}_{seq:04d}.{ext}", f"{prefix}_{year}{month:02d}{day:02d}_{seq:04d}.png",
+            f"{prefix}_{year}{month:02d}{day:02d}_{seq:04d}_edit.{ext}", f"{prefix}_{year}-{month:02d}-{day:02d}_{seq:04d}.{ext}",
         ])
-        files[f"camera/{name}"] = stays[f"camera/{name}"] = f"other {name}\n"
+        files[f"{source}/{name}"] = stays[f"{source}/{name}"] = f"other {name}\n"
     prompt = (
-        "The folder `camera/` holds photos named `IMG_<YYYYMMDD>_<NNNN>.jpg` (exactly 8 digits for the date, an "
-        "underscore, 4 digits, the extension `.jpg`). Move each such photo to `photos/<YYYY>/<MM>/<DD>_<NNNN>.jpg`, "
-        "creating folders as needed. Files whose names do not follow that exact pattern stay in `camera/` untouched."
+        f"The folder `{source}/` holds photos named `{prefix}_<YYYYMMDD>_<NNNN>.{ext}` (exactly 8 digits for the date, an "
+        f"underscore, 4 digits, the extension `.{ext}`). Move each such photo to `{dest}/{words}.{ext}`, "
+        f"creating folders as needed. Files whose names do not follow that exact pattern stay in `{source}/` untouched."
     )
+    digits = "[0-9]" * 8 + "_" + "[0-9]" * 4
     script = (
-        "for f in camera/IMG_[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]_[0-9][0-9][0-9][0-9].jpg; do "
-        "b=${f#camera/}; d=${b:4:8}; n=${b:13:4}; "
-        "mkdir -p \"photos/${d:0:4}/${d:4:2}\" && mv \"$f\" \"photos/${d:0:4}/${d:4:2}/${d:6:2}_$n.jpg\"; done"
+        f"for f in {source}/{prefix}_{digits}.{ext}; do "
+        f"b=${{f#{source}/}}; y=${{b:4:4}}; m=${{b:8:2}}; d=${{b:10:2}}; n=${{b:13:4}}; "
+        f"t=\"{dest}/{bash}.{ext}\"; mkdir -p \"$(dirname \"$t\")\" && mv \"$f\" \"$t\"; done"
     )
     steps = [
-        Step("ls camera", "Look at the names first; some only look like the pattern."),
+        Step(f"ls {source}", "Look at the names first; some only look like the pattern."),
         Step(script, "A glob with exactly 8 and 4 digits matches only the real photos; the date parts come from fixed offsets."),
-        Step("find photos -type f | sort | head -50; ls camera", "Check what moved and what stayed."),
+        Step(f"find {dest} -type f | sort | head -50; ls {source}", "Check what moved and what stayed."),
     ]
-    checks = tree("photos", expected, files) + tree("camera", stays, files)
+    checks = tree(dest, expected, files) + tree(source, stays, files)
     return Task(prompt, FINISH, files, steps, checks)
 
 
+TEMP_SUFFIXES = (".tmp", "~", ".swp", ".part")
+
+
 def _cleanup(rng: random.Random) -> Task:
-    dirs = ["downloads"] + [f"downloads/{d}" for d in vocab.words(rng, 3)]
+    root = f"{rng.choice(vocab.WORDS)}-{rng.choice(['downloads', 'dump', 'share', 'stash'])}"
+    temp = sorted(rng.sample(TEMP_SUFFIXES, 2))
+    keep_last = rng.random() < 0.5
+    dirs = [root] + [f"{root}/{d}" for d in vocab.words(rng, 3)]
     dirs += [f"{rng.choice(dirs[1:])}/{d}" for d in vocab.words(rng, 2)]
     empty_dir = f"{rng.choice(dirs)}/empty{rng.randint(1, 9)}"
     files: dict[str, str] = {}
@@ -97,41 +127,47 @@ def _cleanup(rng: random.Random) -> Task:
             name = stem if rng.random() < 0.7 else f"{stem} copy"
             files[f"{rng.choice(dirs)}/{name}.{rng.choice(exts)}"] = blob
     for _ in range(rng.randint(2, 4)):
-        files[f"{rng.choice(dirs)}/{stems.pop()}{rng.choice(['.tmp', '.txt~', '.md~'])}"] = rng.choice(blobs)
-    # A folder whose only files are temporary must end up removed too.
-    files[f"{empty_dir}/{stems.pop()}.tmp"] = "scratch\n"
+        suffix = rng.choice(temp)
+        name = f"{stems.pop()}.{rng.choice(['txt', 'md'])}{suffix}" if suffix == "~" else f"{stems.pop()}{suffix}"
+        files[f"{rng.choice(dirs)}/{name}"] = rng.choice(blobs)
+    # A folder whose only files are temporary must end up removed too; a temp-looking name of the other kind stays.
+    files[f"{empty_dir}/{stems.pop()}{temp[0] if temp[0] != '~' else '.txt~'}"] = "scratch\n"
+    spared = next(s for s in TEMP_SUFFIXES if s not in temp and s != "~")
+    files[f"{rng.choice(dirs)}/{stems.pop()}{spared}"] = f"{vocab.sentence(rng)} kept\n"
 
-    survivors = {p: c for p, c in files.items() if not (p.endswith(".tmp") or p.endswith("~"))}
+    survivors = {p: c for p, c in files.items() if not p.endswith(tuple(temp))}
     kept: dict[str, str] = {}
     seen = set()
-    for path in sorted(survivors, key=lambda p: p.encode()):
+    for path in sorted(survivors, key=lambda p: p.encode(), reverse=keep_last):
         if survivors[path] not in seen:
             seen.add(survivors[path])
             stem, _, ext = path.rpartition(".")
             kept[f"{stem}.{ext.lower()}"] = survivors[path]
     remaining_dirs = {"/".join(p.split("/")[:i]) for p in kept for i in range(2, p.count("/") + 1)}
+    which = "last" if keep_last else "first"
     prompt = (
-        "Clean up `downloads/` (including all subfolders), applying these rules in order:\n"
-        "1. Delete temporary files: names ending in `.tmp` or in `~`.\n"
+        f"Clean up `{root}/` (including all subfolders), applying these rules in order:\n"
+        f"1. Delete temporary files: names ending in `{temp[0]}` or in `{temp[1]}` (no other kind).\n"
         "2. Among the remaining files, whenever several have byte-identical content keep only the one whose path "
-        "comes first in byte order (as `LC_ALL=C sort` orders paths) and delete the others.\n"
+        f"comes {which} in byte order (as `LC_ALL=C sort` orders paths) and delete the others.\n"
         "3. Make every remaining file's extension (the part after the last dot) lower-case, e.g. `a.PDF` -> `a.pdf`.\n"
-        "4. Remove every folder under `downloads/` that is now empty (`downloads/` itself stays).\n"
+        f"4. Remove every folder under `{root}/` that is now empty (`{root}/` itself stays).\n"
         "Some file names contain spaces."
     )
     steps = [
-        Step("find downloads | LC_ALL=C sort", "See the whole tree first."),
-        Step("find downloads -type f \\( -name '*.tmp' -o -name '*~' \\) -delete", "Rule 1: temporary files go."),
-        Step("find downloads -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | awk 'seen[$1]++' | cut -c67- | "
-             "while IFS= read -r f; do rm -- \"$f\"; done",
-             "Rule 2: hash the files in byte order; every repeat of a hash after its first is a duplicate."),
-        Step("find downloads -type f -name '*.*' | while IFS= read -r f; do e=\"${f##*.}\"; l=$(printf %s \"$e\" | tr A-Z a-z); "
+        Step(f"find {root} | LC_ALL=C sort", "See the whole tree first."),
+        Step(f"find {root} -type f \\( -name '*{temp[0]}' -o -name '*{temp[1]}' \\) -delete", "Rule 1: temporary files go."),
+        Step(f"find {root} -type f -print0 | LC_ALL=C sort -z{'r' if keep_last else ''} | xargs -0 sha256sum | "
+             "awk 'seen[$1]++' | cut -c67- | while IFS= read -r f; do rm -- \"$f\"; done",
+             f"Rule 2: hash the files in {'reverse ' if keep_last else ''}byte order; every repeat of a hash after its "
+             "first is a duplicate."),
+        Step(f"find {root} -type f -name '*.*' | while IFS= read -r f; do e=\"${{f##*.}}\"; l=$(printf %s \"$e\" | tr A-Z a-z); "
              "[ \"$e\" = \"$l\" ] || mv -- \"$f\" \"${f%.*}.$l\"; done",
              "Rule 3: lower-case the extensions that are not already."),
-        Step("find downloads -mindepth 1 -type d -empty -delete && find downloads | LC_ALL=C sort",
+        Step(f"find {root} -mindepth 1 -type d -empty -delete && find {root} | LC_ALL=C sort",
              "Rule 4: -delete works depth first, so folders emptied by removing their empty children go too."),
     ]
-    checks = tree("downloads", kept, files, remaining_dirs)
+    checks = tree(root, kept, files, remaining_dirs)
     return Task(prompt, FINISH, files, steps, checks)
 
 
