@@ -29,16 +29,18 @@ def _urls(rng: random.Random) -> Task:
     app, legacy = config(), config()
     if "http://" not in app:
         app += f"mirror_url = http://{hosts[0]}/mirror\n"
-    prompt = ("In `config/app.conf`, replace every `http://` with `https://` (comments included). "
-              "`config/legacy.conf` must stay exactly as it is.")
+    # Per-seed file names: a remembered sed line edits nothing on another seed.
+    folder, name, other = vocab.words(rng, 3)
+    target, kept = f"{folder}/{name}.conf", f"{folder}/{other}.conf"
+    prompt = (f"In `{target}`, replace every `http://` with `https://` (comments included). "
+              f"`{kept}` must stay exactly as it is.")
     steps = [
-        Step("grep -n 'http://' config/app.conf", "See the occurrences first."),
-        Step("sed -i 's#http://#https://#g' config/app.conf && grep -c 'http://' config/app.conf",
+        Step(f"grep -n 'http://' {target}", "See the occurrences first."),
+        Step(f"sed -i 's#http://#https://#g' {target} && grep -c 'http://' {target}",
              "A global substitution; the count should now be 0."),
     ]
-    checks = [File("config/app.conf", app.replace("http://", "https://"), match="exact"),
-              File("config/legacy.conf", legacy, match="exact", keep=True)]
-    return Task(prompt, FINISH, {"config/app.conf": app, "config/legacy.conf": legacy}, steps, checks)
+    checks = [File(target, app.replace("http://", "https://"), match="exact"), File(kept, legacy, match="exact", keep=True)]
+    return Task(prompt, FINISH, {target: app, kept: legacy}, steps, checks)
 
 
 def _rename(rng: random.Random) -> Task:
@@ -116,16 +118,17 @@ def _ini(rng: random.Random) -> Task:
             lines.append("")
         return "\n".join(lines) + "\n"
 
-    files = {f"etc/{w}.ini": ini() for w in vocab.words(rng, rng.randint(3, 4))}
+    etc, backup = vocab.words(rng, 2)
+    files = {f"{etc}/{w}.ini": ini() for w in vocab.words(rng, rng.randint(3, 4))}
     if not any("[database]" in t for t in files.values()):
         files[next(iter(files))] += "[database]\nhost = localhost\n"
-    untouched = {"etc/README.txt": "Edit the files with care.\n# not a comment to strip\nkey = value\n",
-                 f"etc/backup/{rng.choice(vocab.WORDS)}.ini": ini()}
+    untouched = {f"{etc}/README.txt": "Edit the files with care.\n# not a comment to strip\nkey = value\n",
+                 f"{etc}/{backup}/{rng.choice(vocab.WORDS)}.ini": ini()}
     after = {p: normalise_ini(t, new_host) for p, t in files.items()}
     checks = [File(p, after[p], match="exact", keep=after[p] == t) for p, t in files.items()]
     checks += [File(p, t, match="exact", keep=True) for p, t in untouched.items()]
     prompt = (
-        "Normalise every `.ini` file directly inside `etc/` (not `etc/backup/`, and no other files) by these rules:\n"
+        f"Normalise every `.ini` file directly inside `{etc}/` (not `{etc}/{backup}/`, and no other files) by these rules:\n"
         "1. Delete comment lines (first non-blank character `#` or `;`) and lines that are empty or only blanks.\n"
         "2. In `key = value` lines remove the blanks around the first `=`, giving `key=value` (the value keeps any "
         "further `=`).\n"
@@ -134,13 +137,13 @@ def _ini(rng: random.Random) -> Task:
     )
     script = (
         "sed -i -E '/^[[:space:]]*([#;]|$)/d; s/^([^=]*[^=[:space:]])[[:space:]]*=[[:space:]]*/\\1=/; "
-        f"/^\\[database\\]/,/^\\[/ s/^host=.*/host={new_host}/' etc/*.ini"
+        f"/^\\[database\\]/,/^\\[/ s/^host=.*/host={new_host}/' {etc}/*.ini"
     )
     steps = [
-        Step("ls -R etc && head -20 etc/*.ini", "Look at the layout and the files."),
+        Step(f"ls -R {etc} && head -20 {etc}/*.ini", "Look at the layout and the files."),
         Step(script, "One sed program per file: delete comments and blanks, tighten the first '=', and change host "
                      "only between [database] and the next header (-i treats each file separately)."),
-        Step("cat etc/*.ini", "Check the result."),
+        Step(f"cat {etc}/*.ini", "Check the result."),
     ]
     return Task(prompt, FINISH, {**files, **untouched}, steps, checks)
 
