@@ -39,14 +39,17 @@ def _filter(rng: random.Random) -> Task:
     text = _sales_csv(rows)
     lines = text.splitlines()
     expected = "\n".join([lines[0]] + [line for line, row in zip(lines[1:], rows) if row[2] == region]) + "\n"
-    prompt = (f"Write to `out/{region}.csv` the header line of `sales.csv` followed by every row whose `region` column is "
+    # Per-seed file names: a remembered awk line reads and writes nothing on another seed.
+    source, folder = vocab.words(rng, 2)
+    source, out = f"{source}-sales.csv", f"{folder}/{region}.csv"
+    prompt = (f"Write to `{out}` the header line of `{source}` followed by every row whose `region` column is "
               f"exactly `{region}` (not merely containing it), in their original order.")
     steps = [
-        Step("head -5 sales.csv && cut -d, -f3 sales.csv | sort | uniq -c", "Look at the columns and the region values."),
-        Step(f"mkdir -p out && awk -F, 'NR == 1 || $3 == \"{region}\"' sales.csv > out/{region}.csv && wc -l out/{region}.csv",
+        Step(f"head -5 {source} && cut -d, -f3 {source} | sort | uniq -c", "Look at the columns and the region values."),
+        Step(f"mkdir -p {folder} && awk -F, 'NR == 1 || $3 == \"{region}\"' {source} > {out} && wc -l {out}",
              "Compare the third field exactly instead of grepping, which would also hit look-alike regions and products."),
     ]
-    return Task(prompt, FINISH, {"sales.csv": text}, steps, [File(f"out/{region}.csv", expected, match="table")])
+    return Task(prompt, FINISH, {source: text}, steps, [File(out, expected, match="table")])
 
 
 def _aggregate(rng: random.Random) -> Task:
@@ -57,18 +60,19 @@ def _aggregate(rng: random.Random) -> Task:
         if r[1].startswith(f"{year}-"):
             totals[r[2]] = totals.get(r[2], 0) + r[4] * r[5]
     expected = "region,revenue\n" + "".join(f"{k},{money(v)}\n" for k, v in sorted(totals.items()))
+    source, out = (f"{w}.csv" for w in vocab.words(rng, 2))
     prompt = (
-        f"From `sales.csv`, write `report.csv` with the header `region,revenue` and one row per region that has sales "
+        f"From `{source}`, write `{out}` with the header `region,revenue` and one row per region that has sales "
         f"dated in {year}: revenue is the sum of `units * price` over that region's {year} rows only, written with "
         "exactly two decimals. Sort the rows by region name."
     )
     steps = [
-        Step("head -5 sales.csv", "Check the column order: date is field 2, region 3, units 5, price 6."),
+        Step(f"head -5 {source}", "Check the column order: date is field 2, region 3, units 5, price 6."),
         Step(f"{{ echo region,revenue; awk -F, 'NR > 1 && substr($2, 1, 4) == \"{year}\" {{ r[$3] += $5 * $6 }} "
-             f"END {{ for (k in r) printf \"%s,%.2f\\n\", k, r[k] }}' sales.csv | sort; }} > report.csv && cat report.csv",
+             f"END {{ for (k in r) printf \"%s,%.2f\\n\", k, r[k] }}' {source} | sort; }} > {out} && cat {out}",
              "Sum per region in awk over the chosen year, print two decimals, sort by name, and put the header first."),
     ]
-    return Task(prompt, FINISH, {"sales.csv": _sales_csv(rows)}, steps, [File("report.csv", expected, match="table")])
+    return Task(prompt, FINISH, {source: _sales_csv(rows)}, steps, [File(out, expected, match="table")])
 
 
 def _join(rng: random.Random) -> Task:
@@ -97,28 +101,30 @@ def _join(rng: random.Random) -> Task:
     customer_lines = ["customer_id,name,country"] + [f"{i},{n},{c}" for i, n, c in customers]
     by_id = {c[0]: c[1] for c in customers}
     expected = "name,total\n" + "".join(f"{by_id[k]},{money(v)}\n" for v, k in ranked[:top_n])
+    shop = rng.choice(vocab.WORDS)
+    clients, sales, out = f"{shop}/customers.csv", f"{shop}/orders.csv", f"{rng.choice(vocab.WORDS)}-top.csv"
     prompt = (
-        f"`customers.csv` and `orders.csv` describe a shop. For the customers whose country is `{country}`, add up the "
+        f"`{clients}` and `{sales}` describe a shop. For the customers whose country is `{country}`, add up the "
         "`amount` of their orders whose `status` is paid (compare the status case-insensitively; refunded, cancelled and "
-        f"pending orders do not count). Write `top_customers.csv` with the header `name,total` and the {top_n} customers "
-        "with the highest totals, highest first, totals with exactly two decimals. Mind the column order of `orders.csv`."
+        f"pending orders do not count). Write `{out}` with the header `name,total` and the {top_n} customers "
+        f"with the highest totals, highest first, totals with exactly two decimals. Mind the column order of `{sales}`."
     )
     script = (
         f"{{ echo name,total; awk -F, -v C='{country}' 'NR == FNR {{ if (FNR > 1 && $3 == C) name[$1] = $2; next }} "
         "FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } "
         "($col[\"customer_id\"] in name) && tolower($col[\"status\"]) == \"paid\" { t[$col[\"customer_id\"]] += $col[\"amount\"] } "
-        "END { for (c in t) printf \"%s,%.2f\\n\", name[c], t[c] }' customers.csv orders.csv | "
-        f"sort -t, -k2,2nr | head -{top_n}; }} > top_customers.csv && cat top_customers.csv"
+        f"END {{ for (c in t) printf \"%s,%.2f\\n\", name[c], t[c] }}' {clients} {sales} | "
+        f"sort -t, -k2,2nr | head -{top_n}; }} > {out} && cat {out}"
     )
     steps = [
-        Step("head -3 customers.csv orders.csv && "
-             "cut -d, -f$(head -1 orders.csv | tr , '\\n' | grep -n status | cut -d: -f1) orders.csv | sort | uniq -c",
+        Step(f"head -3 {clients} {sales} && "
+             f"cut -d, -f$(head -1 {sales} | tr , '\\n' | grep -n status | cut -d: -f1) {sales} | sort | uniq -c",
              "Check both headers and the spellings of status."),
-        Step(script, "Read the customers of that country first, find the columns of orders.csv by name from its header, "
+        Step(script, f"Read the customers of that country first, find the columns of {sales} by name from its header, "
                      "sum paid amounts case-insensitively, then sort by total and keep the top rows."),
     ]
-    files = {"customers.csv": "\n".join(customer_lines) + "\n", "orders.csv": "\n".join(order_lines) + "\n"}
-    return Task(prompt, FINISH, files, steps, [File("top_customers.csv", expected, match="table")])
+    files = {clients: "\n".join(customer_lines) + "\n", sales: "\n".join(order_lines) + "\n"}
+    return Task(prompt, FINISH, files, steps, [File(out, expected, match="table")])
 
 
 def build(difficulty: str, rng: random.Random) -> Task:

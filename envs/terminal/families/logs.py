@@ -29,21 +29,41 @@ def _paths(rng: random.Random, count: int) -> list[str]:
     return [f"/{rng.choice(['api', 'app', 'static'])}/{w}" for w in vocab.words(rng, count)]
 
 
+# The easy task's questions: a description and the status codes it counts.
+QUESTIONS = (
+    ("got a server error, i.e. an HTTP status from 500 to 599", range(500, 600)),
+    ("got a client error, i.e. an HTTP status from 400 to 499", range(400, 500)),
+    ("got a redirect or not-modified answer, i.e. an HTTP status from 300 to 399", range(300, 400)),
+)
+
+
+def _log_name(rng: random.Random) -> str:
+    return f"{rng.choice(vocab.WORDS)}-{rng.choice(['access', 'web', 'proxy', 'edge'])}.log"
+
+
+def _status_codes(rng: random.Random) -> list[int]:
+    """A per-seed status mix: each code's weight varies, so counts spread widely across seeds."""
+    return rng.choices(STATUSES, k=40)
+
+
 def _server_errors(rng: random.Random) -> Task:
-    ips, paths = [_ip(rng) for _ in range(12)], _paths(rng, 8)
-    entries = [(rng.choice(ips), rng.choice(paths), rng.choice(STATUSES)) for _ in range(rng.randint(80, 160))]
+    log = _log_name(rng)
+    question, counted = rng.choice(QUESTIONS)
+    ips, paths, statuses = [_ip(rng) for _ in range(12)], _paths(rng, 8), _status_codes(rng)
+    entries = [(rng.choice(ips), rng.choice(paths), rng.choice(statuses)) for _ in range(rng.randint(60, 400))]
     lines = [_line(rng, *e) for e in entries]
-    # A path with 500 in it: not a status.
-    lines.insert(rng.randint(0, len(lines)), _line(rng, ips[0], "/api/items/500", 200))
-    expected = sum(500 <= status <= 599 for _, _, status in entries)
-    prompt = ("How many requests in `access.log` got a server error, i.e. an HTTP status from 500 to 599? The log is in the "
+    # A path with a counted code in it: not a status.
+    lines.insert(rng.randint(0, len(lines)), _line(rng, ips[0], f"/api/items/{counted[0]}", 200))
+    expected = sum(status in counted for _, _, status in entries)
+    low, high = counted[0], counted[-1]
+    prompt = (f"How many requests in `{log}` {question}? The log is in the "
               "common log format: `ip - - [time] \"METHOD path PROTOCOL\" status bytes`.")
     steps = [
-        Step("head -3 access.log", "Find which field is the status: with whitespace splitting it is field 9."),
-        Step("awk '$9 >= 500 && $9 <= 599' access.log | wc -l", "Compare the status field itself, not any 5 in the line."),
+        Step(f"head -3 {log}", "Find which field is the status: with whitespace splitting it is field 9."),
+        Step(f"awk '$9 >= {low} && $9 <= {high}' {log} | wc -l", "Compare the status field itself, not any digits in the line."),
     ]
     finish = "it must contain only the number, nothing else."
-    return Task(prompt, finish, {"access.log": "\n".join(lines) + "\n"}, steps, [Answer(str(expected))], answer_from_output=True)
+    return Task(prompt, finish, {log: "\n".join(lines) + "\n"}, steps, [Answer(str(expected))], answer_from_output=True)
 
 
 def _top_clients(rng: random.Random) -> Task:
@@ -57,22 +77,23 @@ def _top_clients(rng: random.Random) -> Task:
         if len(ranked) > top_n and len({c for _, c in ranked[: top_n + 1]}) == top_n + 1:
             break
     # The health checker is the busiest client, but its requests do not count.
-    checker = "127.0.0.1"
-    entries += [(checker, "/healthz", 200)] * (ranked[0][1] + rng.randint(5, 30))
+    checker, health = "127.0.0.1", rng.choice(["/healthz", "/ping", "/status", "/livez"])
+    entries += [(checker, health, 200)] * (ranked[0][1] + rng.randint(5, 30))
     rng.shuffle(entries)
     lines = [_line(rng, *e) for e in entries]
     expected = "".join(f"{count} {ip}\n" for ip, count in ranked[:top_n])
-    prompt = (f"Ignoring requests for `/healthz`, which {top_n} client IPs made the most requests in `access.log`? Write them to "
-              f"`top_ips.txt`, one per line as `<count> <ip>` (a single space between), most requests first.")
+    log, out = _log_name(rng), f"{rng.choice(vocab.WORDS)}-top.txt"
+    prompt = (f"Ignoring requests for `{health}`, which {top_n} client IPs made the most requests in `{log}`? Write them to "
+              f"`{out}`, one per line as `<count> <ip>` (a single space between), most requests first.")
     steps = [
-        Step("head -3 access.log && awk '{print $7}' access.log | sort | uniq -c | sort -rn | head",
+        Step(f"head -3 {log} && awk '{{print $7}}' {log} | sort | uniq -c | sort -rn | head",
              "See the format and the busiest paths."),
-        Step(f"awk '$7 != \"/healthz\" {{print $1}}' access.log | sort | uniq -c | sort -rn | head -{top_n} | "
-             "awk '{print $1, $2}' > top_ips.txt && cat top_ips.txt",
+        Step(f"awk '$7 != \"{health}\" {{print $1}}' {log} | sort | uniq -c | sort -rn | head -{top_n} | "
+             f"awk '{{print $1, $2}}' > {out} && cat {out}",
              "Drop the health checks by path, count per IP, rank, and strip uniq's padding."),
     ]
-    return Task(prompt, "a one-line summary of what you wrote.", {"access.log": "\n".join(lines) + "\n"}, steps,
-                [File("top_ips.txt", expected, match="table", delimiter=" ")])
+    return Task(prompt, "a one-line summary of what you wrote.", {log: "\n".join(lines) + "\n"}, steps,
+                [File(out, expected, match="table", delimiter=" ")])
 
 
 def _error_rates(rng: random.Random) -> Task:
@@ -82,6 +103,7 @@ def _error_rates(rng: random.Random) -> Task:
     weights = {p: (0.03 if i < 2 else rng.uniform(0.3, 1.0)) for i, p in enumerate(paths)}
     failure = {p: rng.choice([0.0, 0.05, 0.1, 0.2, 0.35]) for p in paths}
     files, requests, errors = {}, Counter(), Counter()
+    folder, out = rng.choice(vocab.WORDS), f"{rng.choice(vocab.WORDS)}-errors.tsv"
     for index in range(4):
         lines = []
         for _ in range(rng.randint(50, 90)):
@@ -92,7 +114,7 @@ def _error_rates(rng: random.Random) -> Task:
             requests[path] += 1
             errors[path] += status >= 500
         text = "\n".join(lines) + "\n"
-        name = "logs/access.log" + (f".{index}" if index else "")
+        name = f"{folder}/access.log" + (f".{index}" if index else "")
         files[name + ".gz" if index >= 2 else name] = gzip.compress(text.encode(), mtime=0) if index >= 2 else text
     rows = []
     for path in paths:
@@ -101,23 +123,23 @@ def _error_rates(rng: random.Random) -> Task:
     rows.sort(key=lambda r: (-float(r[3]), r[0]))
     expected = "".join(f"{p}\t{n}\t{e}\t{rate}\n" for p, n, e, rate in rows)
     prompt = (
-        "`logs/` holds a web server's access log and its rotations (`access.log`, `access.log.1`, and gzipped older ones). "
+        f"`{folder}/` holds a web server's access log and its rotations (`access.log`, `access.log.1`, and gzipped older ones). "
         "Over all of them together, for each request path (without any `?query` part) compute the number of requests, "
         "the number of server errors (status 500-599), and the error rate `100 * errors / requests` with one decimal. "
-        f"Only paths with at least {min_requests} requests go in the report. Write `errors.tsv` with one tab-separated line "
+        f"Only paths with at least {min_requests} requests go in the report. Write `{out}` with one tab-separated line "
         "`path<TAB>requests<TAB>errors<TAB>rate` per path, no header, sorted by the printed rate (highest first) and then by path."
     )
     script = (
-        "zcat -f logs/access.log* | awk '{ split($7, p, \"?\"); n[p[1]]++; if ($9 >= 500 && $9 <= 599) e[p[1]]++ } "
+        f"zcat -f {folder}/access.log* | awk '{{ split($7, p, \"?\"); n[p[1]]++; if ($9 >= 500 && $9 <= 599) e[p[1]]++ }} "
         f"END {{ for (k in n) if (n[k] >= {min_requests}) printf \"%s\\t%d\\t%d\\t%.1f\\n\", k, n[k], e[k], 100 * e[k] / n[k] }}' | "
-        "sort -t \"$(printf '\\t')\" -k4,4nr -k1,1 > errors.tsv && cat errors.tsv"
+        f"sort -t \"$(printf '\\t')\" -k4,4nr -k1,1 > {out} && cat {out}"
     )
     steps = [
-        Step("ls -l logs && zcat -f logs/access.log* | wc -l", "zcat -f reads plain and gzipped files alike."),
+        Step(f"ls -l {folder} && zcat -f {folder}/access.log* | wc -l", "zcat -f reads plain and gzipped files alike."),
         Step(script, "Strip the query, count requests and 5xx per path, keep busy paths, and sort by rate then path."),
     ]
     return Task(prompt, "a one-line summary of what you wrote.", files, steps,
-                [File("errors.tsv", expected, match="table", delimiter="\t", tolerance=0.051)])
+                [File(out, expected, match="table", delimiter="\t", tolerance=0.051)])
 
 
 def build(difficulty: str, rng: random.Random) -> Task:
