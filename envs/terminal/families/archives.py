@@ -39,77 +39,87 @@ def _project(rng: random.Random, root: str, count: int, extensions: list[str]) -
 
 
 def _extract(rng: random.Random) -> Task:
+    name = rng.choice(vocab.WORDS)
     version = f"{rng.randint(1, 4)}.{rng.randint(0, 9)}.{rng.randint(0, 9)}"
-    top = f"project-{version}"
+    top, archive = f"{name}-{version}", f"{rng.choice(vocab.WORDS)}-bundle.tar.gz"
+    # The destination differs per seed, so a remembered extraction lands in the wrong place.
+    dest = rng.choice([w for w in vocab.WORDS if w != name])
     files = _project(rng, top, rng.randint(6, 10), ["py", "md", "txt", "cfg"])
-    expected = {f"restored/{path.split('/', 1)[1]}": data for path, data in files.items()}
-    prompt = (f"`bundle.tar.gz` holds a single top-level folder `{top}/`. Extract it so that the *contents* of that folder "
-              f"end up directly in a new folder `restored/` (for example `restored/src/...`, not `restored/{top}/src/...`).")
+    expected = {f"{dest}/{path.split('/', 1)[1]}": data for path, data in files.items()}
+    prompt = (f"`{archive}` holds a single top-level folder `{top}/`. Extract it so that the *contents* of that folder "
+              f"end up directly in a new folder `{dest}/` (for example `{dest}/src/...`, not `{dest}/{top}/src/...`).")
     steps = [
-        Step("tar -tzf bundle.tar.gz | head -30", "List the archive to see its layout."),
-        Step("mkdir -p restored && tar -xzf bundle.tar.gz -C restored --strip-components=1 && find restored -type f | sort",
+        Step(f"tar -tzf {archive} | head -30", "List the archive to see its layout."),
+        Step(f"mkdir -p {dest} && tar -xzf {archive} -C {dest} --strip-components=1 && find {dest} -type f | sort",
              "--strip-components=1 drops the top-level folder from every path."),
     ]
-    return Task(prompt, FINISH, {"bundle.tar.gz": make_tar(files, compress=True)}, steps, tree("restored", expected, {}))
+    return Task(prompt, FINISH, {archive: make_tar(files, compress=True)}, steps, tree(dest, expected, {}))
 
 
 def _create(rng: random.Random) -> Task:
-    files = _project(rng, "project", rng.randint(12, 18), ["py", "py", "md", "txt", "pyc"])
+    root, skipped = vocab.words(rng, 2)
+    wanted_ext, near_ext = rng.choice([("py", "pyc"), ("sh", "shx"), ("js", "jsx"), ("c", "cc"), ("rb", "rbw")])
+    archive = f"{rng.choice(vocab.WORDS)}-backup.tar.gz"
+    files = _project(rng, root, rng.randint(12, 18), [wanted_ext, wanted_ext, "md", "txt", near_ext])
     for word in vocab.words(rng, 2):
-        files[f"project/tests/test_{word}.py"] = f"def test_{word}():\n    assert True\n".encode()
-    files["project/notes.py.txt"] = b"not python\n"
-    files["project/src/main.py"] = b"print('main')\n"
-    wanted = {p: d for p, d in files.items() if p.endswith(".py") and not p.startswith("project/tests/")}
-    prompt = ("Create `backup.tar.gz`, a gzip-compressed tar archive holding exactly the `.py` files under `project/` "
-              "(any depth) except those under `project/tests/`. Store them under their paths as seen from the current "
-              "directory (`project/...`). No other files may be in the archive (directory entries do not matter).")
+        files[f"{root}/{skipped}/{word}.{wanted_ext}"] = f"# {word}\n{vocab.sentence(rng)}\n".encode()
+    files[f"{root}/notes.{wanted_ext}.txt"] = b"not source\n"
+    files[f"{root}/src/main.{wanted_ext}"] = b"main\n"
+    wanted = {p: d for p, d in files.items() if p.endswith(f".{wanted_ext}") and not p.startswith(f"{root}/{skipped}/")}
+    prompt = (f"Create `{archive}`, a gzip-compressed tar archive holding exactly the `.{wanted_ext}` files under `{root}/` "
+              f"(any depth) except those under `{root}/{skipped}/`. Store them under their paths as seen from the current "
+              f"directory (`{root}/...`). No other files may be in the archive (directory entries do not matter).")
     steps = [
-        Step("find project -type f | sort", "See every file, including near misses like .pyc and .py.txt."),
-        Step("find project -type f -name '*.py' -not -path 'project/tests/*' | sort | tar -czf backup.tar.gz -T - && "
-             "tar -tzf backup.tar.gz",
+        Step(f"find {root} -type f | sort", f"See every file, including near misses like .{near_ext} and .{wanted_ext}.txt."),
+        Step(f"find {root} -type f -name '*.{wanted_ext}' -not -path '{root}/{skipped}/*' | sort | tar -czf {archive} -T - && "
+             f"tar -tzf {archive}",
              "Select with find (which matches the exact suffix) and feed the list to tar with -T."),
     ]
-    return Task(prompt, FINISH, files, steps, [Tar("backup.tar.gz", wanted)])
+    return Task(prompt, FINISH, files, steps, [Tar(archive, wanted)])
 
 
-def _without_stale(members: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: v for k, v in members.items() if not k.endswith((".bak", ".orig"))}
+def _without_stale(members: dict[str, bytes], stale: tuple[str, ...]) -> dict[str, bytes]:
+    return {k: v for k, v in members.items() if not k.endswith(stale)}
 
 
 def _repack(rng: random.Random) -> Task:
     version = f"{rng.randint(2, 9)}.{rng.randint(0, 20)}"
-    files = _project(rng, "app", rng.randint(6, 9), ["py", "cfg", "md"])
-    files["app/VERSION"] = f"{version}-rc\n".encode()
+    app, vendor, lib = vocab.words(rng, 3)
+    stale = tuple(rng.sample([".bak", ".orig", ".old", ".rej"], 2))
+    suffix = rng.choice(["-rc", "-beta", "-dev"])
+    release, clean = f"{app}-{version}.tar.gz", f"{app}-{version}-clean.tar.gz"
+    files = _project(rng, app, rng.randint(6, 9), ["py", "cfg", "md"])
+    files[f"{app}/VERSION"] = f"{version}{suffix}\n".encode()
     for word in vocab.words(rng, rng.randint(2, 3)):
-        files[f"app/{rng.choice(['', 'src/', 'docs/'])}{word}.{rng.choice(['bak', 'orig'])}"] = b"stale copy\n"
-    libs = {f"lib/{w}.py": f"VALUE = {rng.randint(1, 99)}\n".encode() for w in vocab.words(rng, 4)}
+        files[f"{app}/{rng.choice(['', 'src/', 'docs/'])}{word}{rng.choice(stale)}"] = b"stale copy\n"
+    libs = {f"{lib}/{w}.py": f"VALUE = {rng.randint(1, 99)}\n".encode() for w in vocab.words(rng, 4)}
     for word in vocab.words(rng, 2):
-        libs[f"lib/{word}.py.bak"] = b"old\n"
-    files["app/vendor/libs.tar"] = make_tar(libs, compress=False)
-    expected: dict = _without_stale(files)
-    expected["app/VERSION"] = f"{version}\n".encode()
-    expected["app/vendor/libs.tar"] = _without_stale(libs)
+        libs[f"{lib}/{word}.py{rng.choice(stale)}"] = b"old\n"
+    nested = f"{app}/{vendor}/{lib}.tar"
+    files[nested] = make_tar(libs, compress=False)
+    expected: dict = _without_stale(files, stale)
+    expected[f"{app}/VERSION"] = f"{version}\n".encode()
+    expected[nested] = _without_stale(libs, stale)
     prompt = (
-        "`release.tar.gz` holds a folder `app/`. Produce `release-clean.tar.gz` (gzip-compressed tar) with the same files "
-        "and paths (`app/...`) except that:\n"
-        "1. every file ending in `.bak` or `.orig` is left out — also inside the nested archive `app/vendor/libs.tar`, "
+        f"`{release}` holds a folder `{app}/`. Produce `{clean}` (gzip-compressed tar) with the same files "
+        f"and paths (`{app}/...`) except that:\n"
+        f"1. every file ending in `{stale[0]}` or `{stale[1]}` is left out — also inside the nested archive `{nested}`, "
         "which must stay an uncompressed tar at that path holding the rest of its files under the same names;\n"
-        f"2. `app/VERSION` contains the single line `{version}` (the release-candidate suffix removed).\n"
-        "Leave `release.tar.gz` as it is."
+        f"2. `{app}/VERSION` contains the single line `{version}` (the `{suffix}` suffix removed).\n"
+        f"Leave `{release}` as it is."
     )
     steps = [
-        Step("tar -tzf release.tar.gz && tar -xOzf release.tar.gz app/vendor/libs.tar | tar -tf -",
-             "List the outer and the nested archive."),
-        Step("rm -rf work && mkdir -p work/libs && tar -xzf release.tar.gz -C work && tar -xf work/app/vendor/libs.tar -C work/libs",
+        Step(f"tar -tzf {release} && tar -xOzf {release} {nested} | tar -tf -", "List the outer and the nested archive."),
+        Step(f"rm -rf work && mkdir -p work/libs && tar -xzf {release} -C work && tar -xf work/{nested} -C work/libs",
              "Unpack both levels into a scratch folder."),
-        Step("find work \\( -name '*.bak' -o -name '*.orig' \\) -type f -delete && "
-             f"printf '%s\\n' '{version}' > work/app/VERSION && (cd work/libs && tar -cf ../app/vendor/libs.tar *)",
+        Step(f"find work \\( -name '*{stale[0]}' -o -name '*{stale[1]}' \\) -type f -delete && "
+             f"printf '%s\\n' '{version}' > work/{app}/VERSION && (cd work/libs && tar -cf ../{nested} *)",
              "Drop the stale copies at both levels, fix VERSION, and rebuild the nested tar with the same member names."),
-        Step("tar -czf release-clean.tar.gz -C work app && rm -rf work && tar -tzf release-clean.tar.gz",
-             "Pack app/ again from the scratch folder and clean up."),
+        Step(f"tar -czf {clean} -C work {app} && rm -rf work && tar -tzf {clean}",
+             f"Pack {app}/ again from the scratch folder and clean up."),
     ]
-    checks = [Tar("release-clean.tar.gz", expected), Tar("release.tar.gz", files, keep=True)]
-    return Task(prompt, FINISH, {"release.tar.gz": make_tar(files, compress=True)}, steps, checks)
+    checks = [Tar(clean, expected), Tar(release, files, keep=True)]
+    return Task(prompt, FINISH, {release: make_tar(files, compress=True)}, steps, checks)
 
 
 def build(difficulty: str, rng: random.Random) -> Task:
