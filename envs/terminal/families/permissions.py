@@ -41,87 +41,99 @@ def _explicit(rng: random.Random) -> Task:
 
 
 def _by_pattern(rng: random.Random) -> Task:
-    folders = ["project", "project/bin", "project/etc", "project/etc/keys.pem.d", "project/src", "project/scripts"]
+    # The root, the suffixes and the modes change per seed, so a remembered chmod sequence is wrong elsewhere.
+    root, keys_dir = vocab.words(rng, 2)
+    script_ext = rng.choice(["sh", "pl", "rb", "bash"])
+    key_exts = rng.sample(["key", "pem", "crt", "p12"], 2)
+    script_mode, key_mode = rng.choice([0o750, 0o755, 0o700, 0o775]), rng.choice([0o600, 0o400, 0o440])
+    dir_mode = rng.choice([0o750, 0o700, 0o711, 0o770])
+    folders = [root, f"{root}/bin", f"{root}/etc", f"{root}/etc/{keys_dir}.{key_exts[0]}.d", f"{root}/src", f"{root}/scripts"]
     files: dict[str, str] = {}
     for word in vocab.words(rng, rng.randint(14, 20)):
-        ext = rng.choice(["sh", "sh", "key", "pem", "py", "txt", "conf"])
+        ext = rng.choice([script_ext, script_ext, *key_exts, "py", "txt", "conf"])
         files[f"{rng.choice(folders)}/{word}.{ext}"] = f"{word}\n"
-    files["project/notes.sh.txt"] = "not a script\n"
-    files["project/etc/keys.pem.d/readme.txt"] = "keys live here\n"
+    files[f"{root}/notes.{script_ext}.txt"] = "not a script\n"
+    files[f"{folders[3]}/readme.txt"] = "keys live here\n"
     initial = {p: rng.choice([0o644, 0o664, 0o640]) for p in files}
     dirs = _parents(files)
     dir_initial = {d: 0o755 for d in dirs}
     expected = {}
     for path, mode in initial.items():
-        if path.endswith(".sh"):
-            mode = 0o750
-        elif path.endswith((".key", ".pem")):
-            mode = 0o600
+        if path.endswith(f".{script_ext}"):
+            mode = script_mode
+        elif path.endswith(tuple(f".{e}" for e in key_exts)):
+            mode = key_mode
         expected[path] = mode
     prompt = (
-        "Apply these permission rules under `project/` (any depth):\n"
-        "- every file whose name ends in `.sh`: mode 750;\n"
-        "- every file whose name ends in `.key` or `.pem`: mode 600;\n"
-        "- every directory, `project/` itself included: mode 750.\n"
+        f"Apply these permission rules under `{root}/` (any depth):\n"
+        f"- every file whose name ends in `.{script_ext}`: mode {script_mode:o};\n"
+        f"- every file whose name ends in `.{key_exts[0]}` or `.{key_exts[1]}`: mode {key_mode:o};\n"
+        f"- every directory, `{root}/` itself included: mode {dir_mode:o}.\n"
         "Every other file keeps its current mode. Note that the rules are about files' names, not folders'."
     )
     steps = [
-        Step("find project -printf '%m %y %p\\n' | sort -k3", "List modes, types and paths."),
-        Step("find project -type d -exec chmod 750 {} + && find project -type f -name '*.sh' -exec chmod 750 {} + && "
-             "find project -type f \\( -name '*.key' -o -name '*.pem' \\) -exec chmod 600 {} +",
-             "-type keeps the file rules off the keys.pem.d folder, and -name matches whole suffixes only."),
-        Step("find project -printf '%m %y %p\\n' | sort -k3", "Check the result."),
+        Step(f"find {root} -printf '%m %y %p\\n' | sort -k3", "List modes, types and paths."),
+        Step(f"find {root} -type d -exec chmod {dir_mode:o} {{}} + && "
+             f"find {root} -type f -name '*.{script_ext}' -exec chmod {script_mode:o} {{}} + && "
+             f"find {root} -type f \\( -name '*.{key_exts[0]}' -o -name '*.{key_exts[1]}' \\) -exec chmod {key_mode:o} {{}} +",
+             f"-type keeps the file rules off the {keys_dir}.{key_exts[0]}.d folder, and -name matches whole suffixes only."),
+        Step(f"find {root} -printf '%m %y %p\\n' | sort -k3", "Check the result."),
     ]
-    checks = mode_checks(initial, expected) + mode_checks(dir_initial, {d: 0o750 for d in dirs})
+    checks = mode_checks(initial, expected) + mode_checks(dir_initial, {d: dir_mode for d in dirs})
     return Task(prompt, FINISH, files, steps, checks, modes={**initial, **dir_initial})
 
 
+MARKERS = ("CONFIDENTIAL", "SECRET", "INTERNAL", "RESTRICTED")
+
+
 def _by_content(rng: random.Random) -> Task:
+    root, drop, private = vocab.words(rng, 3)
+    marker, marker_mode = rng.choice(MARKERS), rng.choice([0o600, 0o400, 0o640])
     files: dict[str, str] = {}
-    folders = ["shared", "shared/tools", "shared/docs", "shared/drop", "shared/private"]
+    folders = [root, f"{root}/tools", f"{root}/docs", f"{root}/{drop}", f"{root}/{private}"]
     for word in vocab.words(rng, rng.randint(12, 16)):
         kind = rng.random()
         if kind < 0.35:
             text = f"#!/bin/sh\necho {word}\n"
         elif kind < 0.55:
-            text = f"{word} report\nCONFIDENTIAL\n{vocab.sentence(rng)}\n"
+            text = f"{word} report\n{marker}\n{vocab.sentence(rng)}\n"
         elif kind < 0.65:
-            text = f"{word}: not CONFIDENTIAL\n# #!/bin/sh is only a shebang on the first line\n"
+            text = f"{word}: not {marker}\n# #!/bin/sh is only a shebang on the first line\n"
         else:
             text = f"{vocab.sentence(rng)}\n"
         files[f"{rng.choice(folders)}/{word}.{rng.choice(['txt', 'sh', 'md', 'dat'])}"] = text
-    files["shared/drop/.keep"] = ""
-    files["shared/private/.keep"] = ""
+    files[f"{root}/{drop}/.keep"] = ""
+    files[f"{root}/{private}/.keep"] = ""
     initial = {p: rng.choice([0o644, 0o664, 0o666, 0o755, 0o775, 0o600, 0o640]) for p in files}
     expected = {}
     for path, mode in initial.items():
         mode &= ~0o022
         if files[path].startswith("#!"):
             mode |= 0o110
-        if "CONFIDENTIAL" in files[path].split("\n"):
-            mode = 0o600
+        if marker in files[path].split("\n"):
+            mode = marker_mode
         expected[path] = mode
     dirs = _parents(files)
     dir_initial = {d: 0o755 for d in dirs}
-    dir_expected = {**dir_initial, "shared/drop": 0o1777, "shared/private": 0o700}
+    dir_expected = {**dir_initial, f"{root}/{drop}": 0o1777, f"{root}/{private}": 0o700}
     prompt = (
-        "Fix the permissions under `shared/` by applying these rules in order (later rules win):\n"
+        f"Fix the permissions under `{root}/` by applying these rules in order (later rules win):\n"
         "1. Every file (any depth): remove write permission for group and others; keep all other bits.\n"
         "2. Every file whose first line starts with `#!`: add execute permission for the owner and the group.\n"
-        "3. Every file that has a line consisting of exactly `CONFIDENTIAL`: mode exactly 600.\n"
-        "4. The directory `shared/drop`: writable by everyone with the sticky bit set (mode 1777); the directory "
-        "`shared/private`: mode 700. Other directories keep their modes.\n"
+        f"3. Every file that has a line consisting of exactly `{marker}`: mode exactly {marker_mode:o}.\n"
+        f"4. The directory `{root}/{drop}`: writable by everyone with the sticky bit set (mode 1777); the directory "
+        f"`{root}/{private}`: mode 700. Other directories keep their modes.\n"
         "Rules 1-3 are about files only, including hidden ones."
     )
     steps = [
-        Step("find shared -printf '%m %y %p\\n' | sort -k3 && grep -rlx CONFIDENTIAL shared",
-             "See the modes and which files are confidential."),
-        Step("find shared -type f -exec chmod go-w {} + && "
-             "find shared -type f -exec sh -c "
+        Step(f"find {root} -printf '%m %y %p\\n' | sort -k3 && grep -rlx {marker} {root}",
+             f"See the modes and which files are marked {marker}."),
+        Step(f"find {root} -type f -exec chmod go-w {{}} + && "
+             f"find {root} -type f -exec sh -c "
              "'for f; do [ \"$(head -c 2 \"$f\")\" = \"#!\" ] && chmod ug+x \"$f\"; done; true' sh {} + && "
-             "grep -rlx --null CONFIDENTIAL shared | xargs -0 -r chmod 600",
+             f"grep -rlx --null {marker} {root} | xargs -0 -r chmod {marker_mode:o}",
              "Symbolic chmod keeps the other bits; only the first two bytes decide a shebang; -x matches whole lines."),
-        Step("chmod 1777 shared/drop && chmod 700 shared/private && find shared -printf '%m %y %p\\n' | sort -k3",
+        Step(f"chmod 1777 {root}/{drop} && chmod 700 {root}/{private} && find {root} -printf '%m %y %p\\n' | sort -k3",
              "Then the two directories, and check."),
     ]
     checks = mode_checks(initial, expected) + mode_checks(dir_initial, dir_expected)
