@@ -78,15 +78,16 @@ def _branch(rng: random.Random) -> Task:
     history = History()
     _base(rng, history)
     history.record("main", "main")
-    word = rng.choice(vocab.WORDS)
-    branch, line = f"feature/{word}", vocab.sentence(rng)
-    path, message = f"notes/{word}.txt", f"Add notes on {word}"
+    # Branch, folder and file names are drawn separately, so a prompt (or a remembered commit) rarely repeats.
+    word, topic, folder = vocab.words(rng, 3)
+    branch, line = f"{rng.choice(['feature', 'topic', 'docs'])}/{word}-{topic}", vocab.sentence(rng)
+    path, message = f"{folder}/{word}.txt", f"Add notes on {word} {topic}"
     prompt = (f"`repo/` is a git repository. Create a branch `{branch}` starting at `main`, and on it commit one new file "
               f"`{path}` containing the single line `{line}` with the commit message `{message}`. `main` itself must not "
               f"change, and the commit must change nothing else. {IDENTITY}")
     steps = [
         Step("cd repo && git status && git log --oneline --all", "Look at the repository first."),
-        Step(f"git switch -c {branch} main && mkdir -p notes && printf '%s\\n' {shlex.quote(line)} > {path} && "
+        Step(f"git switch -c {branch} main && mkdir -p {folder} && printf '%s\\n' {shlex.quote(line)} > {path} && "
              f"git add {path} && git commit -q -m {shlex.quote(message)} && git log --oneline -3 --stat",
              "Branch from main, add the file, commit it with the message."),
     ]
@@ -97,8 +98,8 @@ def _branch(rng: random.Random) -> Task:
         Git(tip, subject=message),
         Git(f"{tip}:{path}", content=line),
         # The commit's tree is main's plus the one new file.
-        Git(f"{tip}:", entries=("README.md", "notes", "src")),
-        Git(f"{tip}:notes", entries=(f"{word}.txt",)),
+        Git(f"{tip}:", entries=tuple(sorted(("README.md", folder, "src")))),
+        Git(f"{tip}:{folder}", entries=(f"{word}.txt",)),
         Git(f"{tip}:src", same_as="refs/heads/main:src"),
         Git(f"{tip}:README.md", same_as="refs/heads/main:README.md"),
     ]
@@ -163,28 +164,31 @@ def _ini(values: dict[str, str]) -> str:
 def _conflict(rng: random.Random) -> Task:
     history = History()
     _base(rng, history)
-    keys = ["timeout"] + vocab.words(rng, 7)
+    keys = vocab.words(rng, 8)
+    # The key that keeps main's value, the file and the branch differ per seed: no remembered resolution fits another.
+    main_wins = keys[0]
     rng.shuffle(keys)
     base = {k: str(rng.randint(1, 500)) for k in keys}
-    others = [k for k in keys if k != "timeout"]
+    others = [k for k in keys if k != main_wins]
     ours, theirs = dict(base), dict(base)
     # Three keys change on both sides, two more on each side alone.
-    for key in ["timeout", others[0], others[1]] + rng.sample(others[2:], 2):
+    for key in [main_wins, others[0], others[1]] + rng.sample(others[2:], 2):
         ours[key] = str(int(base[key]) + rng.randint(1, 50))
-    for key in ["timeout", others[0], others[1]] + rng.sample(others[2:], 2):
+    for key in [main_wins, others[0], others[1]] + rng.sample(others[2:], 2):
         theirs[key] = str(int(base[key]) + rng.randint(51, 99))
-    history.commit("main", "Add settings", {"config/settings.ini": _ini(base)})
-    feature = f"feature/{rng.choice(vocab.WORDS)}"
+    settings = f"config/{rng.choice(vocab.WORDS)}.ini"
+    history.commit("main", "Add settings", {settings: _ini(base)})
+    feature = f"{rng.choice(['feature', 'tune', 'ops'])}/{rng.choice(vocab.WORDS)}"
     doc, doc_text = f"docs/{rng.choice(vocab.WORDS)}.md", f"{vocab.sentence(rng)}\n"
-    history.commit(feature, "Tune settings and document them", {"config/settings.ini": _ini(theirs), doc: doc_text}, start="main")
-    history.commit("main", "Adjust settings for production", {"config/settings.ini": _ini(ours)})
+    history.commit(feature, "Tune settings and document them", {settings: _ini(theirs), doc: doc_text}, start="main")
+    history.commit("main", "Adjust settings for production", {settings: _ini(ours)})
     history.record("main", "main")
     history.record("feature", feature)
-    resolved = _ini(resolve_settings(base, ours, theirs, "timeout"))
+    resolved = _ini(resolve_settings(base, ours, theirs, main_wins))
     prompt = (
-        f"`repo/` is a git repository. Merge branch `{feature}` into `main`. Both sides changed `config/settings.ini`, so "
+        f"`repo/` is a git repository. Merge branch `{feature}` into `main`. Both sides changed `{settings}`, so "
         "the merge conflicts. Resolve it key by key: a key changed on only one side takes that side's value; a key "
-        f"changed on both sides takes the value from `{feature}`, except `timeout`, which keeps `main`'s value. Keep the "
+        f"changed on both sides takes the value from `{feature}`, except `{main_wins}`, which keeps `main`'s value. Keep the "
         "file's layout (`key = value`, same key order), leave no conflict markers, and finish the merge so `main` ends "
         f"on a merge commit of both branches with a clean working tree. {IDENTITY}"
     )
@@ -192,21 +196,21 @@ def _conflict(rng: random.Random) -> Task:
     base_ref = f"$(git merge-base main {feature})"
     steps = [
         Step("cd repo && git log --oneline --graph --all", "See both branches."),
-        Step(f"git diff {base_ref} main -- config/settings.ini; git diff {base_ref} {feature} -- config/settings.ini",
+        Step(f"git diff {base_ref} main -- {settings}; git diff {base_ref} {feature} -- {settings}",
              "Which keys each side changed relative to the merge base."),
         Step(f"git merge {feature}; git status --short", "Start the merge; it stops on the conflict."),
-        Step(f"printf '%s\\n' {resolved_lines} > config/settings.ini && cat config/settings.ini",
-             "Write the resolution: one-sided changes kept, both-sided ones from the feature branch, timeout from main."),
-        Step("git add config/settings.ini && git commit -q --no-edit && git status --short && git log --oneline --graph -4",
+        Step(f"printf '%s\\n' {resolved_lines} > {settings} && cat {settings}",
+             f"Write the resolution: one-sided changes kept, both-sided ones from the feature branch, {main_wins} from main."),
+        Step(f"git add {settings} && git commit -q --no-edit && git status --short && git log --oneline --graph -4",
              "Conclude the merge commit and check the tree is clean."),
     ]
     checks = [
         Git("refs/heads/main^1", recorded="main"),
         Git("refs/heads/main^2", recorded="feature"),
-        Git("refs/heads/main:config/settings.ini", content=resolved),
+        Git(f"refs/heads/main:{settings}", content=resolved),
         Git(f"refs/heads/main:{doc}", content=doc_text),
         Missing("repo/.git/MERGE_HEAD", keep=True),
-        File("repo/config/settings.ini", resolved, match="exact"),
+        File(f"repo/{settings}", resolved, match="exact"),
         File(f"repo/{doc}", doc_text, match="exact"),
     ]
     return Task(prompt, FINISH, {}, steps, checks, setup=history.setup())

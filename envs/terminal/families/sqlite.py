@@ -44,20 +44,27 @@ def database(data: dict[str, list[tuple]]) -> bytes:
         connection.close()
 
 
+def _db_name(rng: random.Random) -> str:
+    """A per-seed database file name, so remembered sqlite3 commands open nothing on another seed."""
+    return f"{rng.choice(vocab.WORDS)}-shop.db"
+
+
 def _query(rng: random.Random) -> Task:
     data = _shop(rng, rng.randint(15, 25), 10, 30)
     city = data["customers"][0][2]
     expected = sorted(name for _, name, c, _ in data["customers"] if c == city)
-    prompt = (f"`shop.db` is an SQLite database. Write the names of all customers whose city is `{city}` to `out/customers.txt`, "
+    db, folder = _db_name(rng), rng.choice(vocab.WORDS)
+    out = f"{folder}/{city.lower()}.txt"
+    prompt = (f"`{db}` is an SQLite database. Write the names of all customers whose city is `{city}` to `{out}`, "
               "one per line, sorted alphabetically (byte order), nothing else in the file.")
     steps = [
-        Step("sqlite3 shop.db '.schema customers'", "Check the table's columns."),
-        Step(f"mkdir -p out && sqlite3 shop.db \"SELECT name FROM customers WHERE city = '{city}' ORDER BY name\" > out/customers.txt "
-             "&& cat out/customers.txt", "Select, sort in SQL (binary collation is byte order), and redirect."),
+        Step(f"sqlite3 {db} '.schema customers'", "Check the table's columns."),
+        Step(f"mkdir -p {folder} && sqlite3 {db} \"SELECT name FROM customers WHERE city = '{city}' ORDER BY name\" > {out} "
+             f"&& cat {out}", "Select, sort in SQL (binary collation is byte order), and redirect."),
     ]
-    checks = [File("out/customers.txt", "".join(f"{n}\n" for n in expected)),
-              Sql("shop.db", "SELECT * FROM customers ORDER BY id", tuple(data["customers"]), keep=True)]
-    return Task(prompt, FINISH, {"shop.db": database(data)}, steps, checks)
+    checks = [File(out, "".join(f"{n}\n" for n in expected)),
+              Sql(db, "SELECT * FROM customers ORDER BY id", tuple(data["customers"]), keep=True)]
+    return Task(prompt, FINISH, {db: database(data)}, steps, checks)
 
 
 def _update(rng: random.Random) -> Task:
@@ -68,20 +75,21 @@ def _update(rng: random.Random) -> Task:
     data["orders"][0] = data["orders"][0][:4] + ("cancelled",)
     products = [(i, n, c, p, s + amount if c == category and s < threshold else s) for i, n, c, p, s in data["products"]]
     orders = [o for o in data["orders"] if o[4] != "cancelled"]
+    db = _db_name(rng)
     prompt = (
-        f"`shop.db` is an SQLite database. 1) Restock: for every product in category `{category}` whose `stock` is below "
+        f"`{db}` is an SQLite database. 1) Restock: for every product in category `{category}` whose `stock` is below "
         f"{threshold}, add {amount} to its stock. 2) Delete every order whose status is `cancelled`. Change nothing else."
     )
     steps = [
-        Step("sqlite3 shop.db '.schema' && sqlite3 shop.db 'SELECT status, COUNT(*) FROM orders GROUP BY status'",
+        Step(f"sqlite3 {db} '.schema' && sqlite3 {db} 'SELECT status, COUNT(*) FROM orders GROUP BY status'",
              "Schema and statuses."),
-        Step(f"sqlite3 shop.db \"UPDATE products SET stock = stock + {amount} WHERE category = '{category}' AND stock < {threshold}; "
+        Step(f"sqlite3 {db} \"UPDATE products SET stock = stock + {amount} WHERE category = '{category}' AND stock < {threshold}; "
              "DELETE FROM orders WHERE status = 'cancelled'; SELECT changes();\"", "Both changes as two statements in one run."),
     ]
-    checks = [Sql("shop.db", "SELECT * FROM products ORDER BY id", tuple(products)),
-              Sql("shop.db", "SELECT * FROM orders ORDER BY id", tuple(orders)),
-              Sql("shop.db", "SELECT * FROM customers ORDER BY id", tuple(data["customers"]), keep=True)]
-    return Task(prompt, FINISH, {"shop.db": database(data)}, steps, checks)
+    checks = [Sql(db, "SELECT * FROM products ORDER BY id", tuple(products)),
+              Sql(db, "SELECT * FROM orders ORDER BY id", tuple(orders)),
+              Sql(db, "SELECT * FROM customers ORDER BY id", tuple(data["customers"]), keep=True)]
+    return Task(prompt, FINISH, {db: database(data)}, steps, checks)
 
 
 def _report(rng: random.Random) -> Task:
@@ -102,9 +110,10 @@ def _report(rng: random.Random) -> Task:
     names = {c[0]: c[1] for c in data["customers"]}
     customers = [(i, n, city, "gold" if spent[i] >= threshold else tier) for i, n, city, tier in data["customers"]]
     report = "name,spent\n" + "".join(f"{names[k]},{money(v)}\n" for v, k in ranked[:top_n])
+    db, out = _db_name(rng), f"{rng.choice(vocab.WORDS)}-top.csv"
     prompt = (
-        "`shop.db` is an SQLite database. A customer's spending is the sum of `qty * price_cents` over their orders whose "
-        "status is `paid` or `shipped`. 1) Write `top.csv` with the header `name,spent` and the "
+        f"`{db}` is an SQLite database. A customer's spending is the sum of `qty * price_cents` over their orders whose "
+        f"status is `paid` or `shipped`. 1) Write `{out}` with the header `name,spent` and the "
         f"{top_n} customers who spent most, most first, `spent` in currency units with exactly two decimals (cents / 100). "
         f"2) Set `tier` to `gold` for every customer whose spending is at least {threshold} cents; leave other customers' "
         "tiers as they are. Change nothing else."
@@ -113,18 +122,18 @@ def _report(rng: random.Random) -> Task:
                 "LEFT JOIN orders o ON o.customer_id = c.id AND o.status IN ('paid', 'shipped') "
                 "LEFT JOIN products p ON p.id = o.product_id GROUP BY c.id")
     steps = [
-        Step("sqlite3 shop.db '.schema'", "See how the tables relate."),
-        Step(f"sqlite3 -header -csv shop.db \"SELECT name, printf('%.2f', total / 100.0) AS spent FROM ({spending}) "
-             f"ORDER BY total DESC LIMIT {top_n}\" > top.csv && cat top.csv",
+        Step(f"sqlite3 {db} '.schema'", "See how the tables relate."),
+        Step(f"sqlite3 -header -csv {db} \"SELECT name, printf('%.2f', total / 100.0) AS spent FROM ({spending}) "
+             f"ORDER BY total DESC LIMIT {top_n}\" > {out} && cat {out}",
              "Spending per customer with a join, then the top rows as CSV with a header."),
-        Step(f"sqlite3 shop.db \"UPDATE customers SET tier = 'gold' WHERE id IN "
+        Step(f"sqlite3 {db} \"UPDATE customers SET tier = 'gold' WHERE id IN "
              f"(SELECT id FROM ({spending}) WHERE total >= {threshold}); SELECT name, tier FROM customers WHERE tier = 'gold';\"",
              "Promote by the same spending query."),
     ]
-    checks = [File("top.csv", report, match="table"),
-              Sql("shop.db", "SELECT * FROM customers ORDER BY id", tuple(customers)),
-              Sql("shop.db", "SELECT * FROM orders ORDER BY id", tuple(data["orders"]), keep=True)]
-    return Task(prompt, FINISH, {"shop.db": database(data)}, steps, checks)
+    checks = [File(out, report, match="table"),
+              Sql(db, "SELECT * FROM customers ORDER BY id", tuple(customers)),
+              Sql(db, "SELECT * FROM orders ORDER BY id", tuple(data["orders"]), keep=True)]
+    return Task(prompt, FINISH, {db: database(data)}, steps, checks)
 
 
 def build(difficulty: str, rng: random.Random) -> Task:
