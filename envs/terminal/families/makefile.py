@@ -12,7 +12,7 @@ from jointrl.envs.terminal import vocab
 from jointrl.envs.terminal.task import File, Run, Step, Task, write_command
 
 FINISH = "a one-line summary of what you fixed."
-NOTE = ("Do not edit anything under `src/`. Targets must be rebuilt by `make` when a source changes or a new "
+NOTE = ("Do not edit anything under its `src/`. Targets must be rebuilt by `make` when a source changes or a new "
         "`src/*.txt` appears, so write real rules rather than the outputs.")
 
 
@@ -43,142 +43,156 @@ def _changed(rng: random.Random, sources: dict[str, str], skip: str | None, add_
     return changed
 
 
-def _stages(sources: dict[str, str], changed: dict[str, str], outputs) -> list:
-    """Keep checks on the sources, a clean build, then an incremental build after `changed` lands."""
-    checks: list = [File(p, t, match="exact", keep=True) for p, t in sorted(sources.items())]
-    checks.append(Run("rm -rf build && make", timeout=30))
-    checks += [File(p, t) for p, t in outputs(sources).items()]
+def _stages(project: str, out: str, sources: dict[str, str], changed: dict[str, str], outputs) -> list:
+    """Keep checks on the sources, a clean build, then an incremental build after `changed` lands (paths in `project`)."""
+    checks: list = [File(f"{project}/{p}", t, match="exact", keep=True) for p, t in sorted(sources.items())]
+    checks.append(Run(f"cd {project} && rm -rf {out} && make", timeout=30))
+    checks += [File(f"{project}/{p}", t) for p, t in outputs(sources).items()]
     # Everything is first dated back to one instant, so the edited sources are newer whatever the file system's
     # timestamp resolution, and targets whose real prerequisites did not change stay up to date.
-    checks.append(Run("find . -exec touch -h -d @978307200 {} +\n" + write_command(changed) + "make", timeout=30))
-    checks += [File(p, t) for p, t in outputs({**sources, **changed}).items()]
+    checks.append(Run(f"cd {project} || exit 1\nfind . -exec touch -h -d @978307200 {{}} +\n" + write_command(changed) + "make",
+                      timeout=30))
+    checks += [File(f"{project}/{p}", t) for p, t in outputs({**sources, **changed}).items()]
     return checks
 
 
+def _layout(rng: random.Random) -> tuple[str, str, list[str]]:
+    """A per-seed project folder, output folder and output names, so remembered fixes and outputs fit no other seed."""
+    project = f"{rng.choice(vocab.WORDS)}-{rng.choice(['app', 'tool', 'site', 'lib', 'docs'])}"
+    out = rng.choice(["build", "out", "gen", "dist"])
+    return project, out, vocab.words(rng, 3)
+
+
+def _files(project: str, sources: dict[str, str], makefile: list[str]) -> dict[str, str]:
+    return {**{f"{project}/{p}": t for p, t in sources.items()}, f"{project}/Makefile": "\n".join(makefile) + "\n"}
+
+
 def _tabs(rng: random.Random) -> Task:
+    project, out, (joined_name, count_name, _) = _layout(rng)
     sources = _sources(rng, rng.randint(3, 5))
+    joined_path, count_path = f"{out}/{joined_name}.txt", f"{out}/{count_name}.count"
 
     def outputs(src: dict[str, str]) -> dict[str, str]:
         """The concatenation and its line count."""
         joined = "".join(src[p] for p in sorted(src))
-        return {"build/all.txt": joined, "build/count.txt": f"{joined.count(chr(10))}\n"}
+        return {joined_path: joined, count_path: f"{joined.count(chr(10))}\n"}
 
     broken = rng.choice(["all", "count"])
     indent = " " * rng.choice([4, 8])
     lines = [
         "SOURCES := $(sort $(wildcard src/*.txt))", "",
-        "all: build/all.txt build/count.txt", "",
-        "build/all.txt: $(SOURCES)",
-        ("\t" if broken != "all" else indent) + "mkdir -p build",
+        f"all: {joined_path} {count_path}", "",
+        f"{joined_path}: $(SOURCES)",
+        ("\t" if broken != "all" else indent) + f"mkdir -p {out}",
         ("\t" if broken != "all" else indent) + "cat $(SOURCES) > $@", "",
-        "build/count.txt: build/all.txt",
+        f"{count_path}: {joined_path}",
         ("\t" if broken != "count" else indent) + "wc -l < $< > $@", "",
-        ".PHONY: all clean", "clean:", "\trm -rf build",
+        ".PHONY: all clean", "clean:", f"\trm -rf {out}",
     ]
-    prompt = ("`make` fails in this directory. Fix the `Makefile` so that `make` builds `build/all.txt` (all `src/*.txt` "
-              "files concatenated in name order) and `build/count.txt` (the number of lines of `build/all.txt`, just the "
-              f"number). {NOTE}")
+    prompt = (f"`make` fails in `{project}/`. Fix `{project}/Makefile` so that `make` run there builds `{joined_path}` (all "
+              f"`src/*.txt` files concatenated in name order) and `{count_path}` (the number of lines of `{joined_path}`, "
+              f"just the number). {NOTE}")
     steps = [
-        Step("make; cat -A Makefile", "See the error, and show tabs as ^I to compare the recipe lines."),
-        Step(f"sed -i 's/^{indent}/\\t/' Makefile && make && cat build/count.txt",
+        Step(f"cd {project} && make; cat -A Makefile", "See the error, and show tabs as ^I to compare the recipe lines."),
+        Step(f"sed -i 's/^{indent}/\\t/' Makefile && make && cat {count_path}",
              "Recipe lines must start with a tab; the spaces make a 'missing separator' error."),
     ]
-    files = {**sources, "Makefile": "\n".join(lines) + "\n"}
-    return Task(prompt, FINISH, files, steps, _stages(sources, _changed(rng, sources, None, add_new=False), outputs))
-
-
-def _words_outputs(src: dict[str, str]) -> dict[str, str]:
-    words = sorted({w for t in src.values() for w in t.split("\n") if w})
-    text = "".join(f"{w}\n" for w in words)
-    return {"build/words.txt": text, "build/count.txt": f"{len(words)}\n", "build/upper.txt": text.upper()}
+    changed = _changed(rng, sources, None, add_new=False)
+    return Task(prompt, FINISH, _files(project, sources, lines), steps, _stages(project, out, sources, changed, outputs))
 
 
 def _prerequisites(rng: random.Random) -> Task:
+    project, out, (words_name, count_name, upper_name) = _layout(rng)
     sources = _sources(rng, rng.randint(4, 6))
     first = sorted(sources)[0]
+    words_path, count_path, upper_path = f"{out}/{words_name}.txt", f"{out}/{count_name}.count", f"{out}/{upper_name}.txt"
+
+    def outputs(src: dict[str, str]) -> dict[str, str]:
+        """The distinct sorted lines, their count, and the upper-cased copy."""
+        words = sorted({w for t in src.values() for w in t.split("\n") if w})
+        text = "".join(f"{w}\n" for w in words)
+        return {words_path: text, count_path: f"{len(words)}\n", upper_path: text.upper()}
+
     lines = [
         "SOURCES := $(wildcard src/*.txt)", "",
-        ".PHONY: all clean", "clean:", "\trm -rf build", "",
-        "all: build/words.txt build/count.txt build/upper.txt", "",
-        "build/words.txt: $(SOURCES)", "\tmkdir -p build", "\tLC_ALL=C sort -u $(SOURCES) > $@", "",
-        f"build/count.txt: {first}", "\twc -l < build/words.txt > $@",
+        ".PHONY: all clean", "clean:", f"\trm -rf {out}", "",
+        f"all: {words_path} {count_path} {upper_path}", "",
+        f"{words_path}: $(SOURCES)", f"\tmkdir -p {out}", "\tLC_ALL=C sort -u $(SOURCES) > $@", "",
+        f"{count_path}: {first}", f"\twc -l < {words_path} > $@",
     ]
     fixed = [
         "SOURCES := $(wildcard src/*.txt)", "",
-        ".PHONY: all clean", "all: build/words.txt build/count.txt build/upper.txt", "",
-        "clean:", "\trm -rf build", "",
-        "build/words.txt: $(SOURCES)", "\tmkdir -p build", "\tLC_ALL=C sort -u $(SOURCES) > $@", "",
-        "build/count.txt: build/words.txt", "\twc -l < $< > $@", "",
-        "build/upper.txt: build/words.txt", "\ttr a-z A-Z < $< > $@",
+        ".PHONY: all clean", f"all: {words_path} {count_path} {upper_path}", "",
+        "clean:", f"\trm -rf {out}", "",
+        f"{words_path}: $(SOURCES)", f"\tmkdir -p {out}", "\tLC_ALL=C sort -u $(SOURCES) > $@", "",
+        f"{count_path}: {words_path}", "\twc -l < $< > $@", "",
+        f"{upper_path}: {words_path}", "\ttr a-z A-Z < $< > $@",
     ]
     prompt = (
-        "Fix the `Makefile` so that running plain `make` builds all three targets and keeps them up to date:\n"
-        "- `build/words.txt`: every distinct line of all `src/*.txt` files, sorted in byte order;\n"
-        "- `build/count.txt`: the number of lines of `build/words.txt`, just the number;\n"
-        "- `build/upper.txt`: `build/words.txt` in upper case.\n"
+        f"Fix `{project}/Makefile` so that running plain `make` in `{project}/` builds all three targets and keeps them "
+        "up to date:\n"
+        f"- `{words_path}`: every distinct line of all `src/*.txt` files, sorted in byte order;\n"
+        f"- `{count_path}`: the number of lines of `{words_path}`, just the number;\n"
+        f"- `{upper_path}`: `{words_path}` in upper case.\n"
         f"The current Makefile has more than one problem. {NOTE}"
     )
     steps = [
-        Step("cat Makefile; make; ls build", "Plain make runs the first rule, which is clean; and some rules are missing or wrong."),
-        Step(write_lines("Makefile", fixed) + " && make && head -3 build/*.txt",
-             "Put all first so it is the default goal, make count depend on words.txt, and add the missing upper rule."),
+        Step(f"cd {project} && cat Makefile; make; ls {out}",
+             "Plain make runs the first rule, which is clean; and some rules are missing or wrong."),
+        Step(write_lines("Makefile", fixed) + f" && make && head -3 {out}/*",
+             "Put all first so it is the default goal, make count depend on the word list, and add the missing upper rule."),
     ]
-    files = {**sources, "Makefile": "\n".join(lines) + "\n"}
-    return Task(prompt, FINISH, files, steps, _stages(sources, _changed(rng, sources, first, add_new=False), _words_outputs))
-
-
-def _pattern_outputs(src: dict[str, str]) -> dict[str, str]:
-    out, summary = {}, []
-    for path in sorted(src):
-        name = path[len("src/"):-len(".txt")]
-        lines = src[path].splitlines()
-        out[f"build/{name}.sorted"] = "".join(f"{w}\n" for w in sorted(lines))
-        out[f"build/{name}.count"] = f"{len(lines)}\n"
-        summary.append(f"{name} {len(lines)}\n")
-    out["build/summary.txt"] = "".join(summary)
-    return out
+    changed = _changed(rng, sources, first, add_new=False)
+    return Task(prompt, FINISH, _files(project, sources, lines), steps, _stages(project, out, sources, changed, outputs))
 
 
 def _pattern(rng: random.Random) -> Task:
+    project, out, (summary_name, sorted_ext, count_ext) = _layout(rng)
     sources = _sources(rng, rng.randint(3, 5))
-    lines = [
+    summary = f"{out}/{summary_name}.txt"
+
+    def outputs(src: dict[str, str]) -> dict[str, str]:
+        """Per source its sorted lines and its line count, and the summary of the counts."""
+        files, lines_of = {}, []
+        for path in sorted(src):
+            name = path[len("src/"):-len(".txt")]
+            lines = src[path].splitlines()
+            files[f"{out}/{name}.{sorted_ext}"] = "".join(f"{w}\n" for w in sorted(lines))
+            files[f"{out}/{name}.{count_ext}"] = f"{len(lines)}\n"
+            lines_of.append(f"{name} {len(lines)}\n")
+        files[summary] = "".join(lines_of)
+        return files
+
+    head = [
         "SOURCES := $(sort $(wildcard src/*.txt))",
         "NAMES := $(patsubst src/%.txt,%,$(SOURCES))",
-        "COUNTS := $(addprefix build/,$(addsuffix .count,$(NAMES)))", "",
-        ".PHONY: all clean",
-        "all: build/summary.txt", "",
-        "# TODO: rules for build/NAME.sorted and build/NAME.count", "",
-        "build/summary.txt: $(COUNTS)",
-        "\tfor f in $(COUNTS); do echo \"$$(basename $$f .count) $$(cat $$f)\"; done > $@", "",
-        "clean:", "\trm -rf build",
+        f"COUNTS := $(addprefix {out}/,$(addsuffix .{count_ext},$(NAMES)))",
     ]
-    fixed = [
-        "SOURCES := $(sort $(wildcard src/*.txt))",
-        "NAMES := $(patsubst src/%.txt,%,$(SOURCES))",
-        "COUNTS := $(addprefix build/,$(addsuffix .count,$(NAMES)))",
-        "SORTED := $(addprefix build/,$(addsuffix .sorted,$(NAMES)))", "",
-        ".PHONY: all clean",
-        "all: build/summary.txt $(SORTED)", "",
-        "build/%.sorted: src/%.txt", "\t@mkdir -p build", "\tLC_ALL=C sort $< > $@", "",
-        "build/%.count: src/%.txt", "\t@mkdir -p build", "\twc -l < $< > $@", "",
-        "build/summary.txt: $(COUNTS)",
-        "\tfor f in $(COUNTS); do echo \"$$(basename $$f .count) $$(cat $$f)\"; done > $@", "",
-        "clean:", "\trm -rf build",
+    tail = [
+        f"{summary}: $(COUNTS)",
+        f"\tfor f in $(COUNTS); do echo \"$$(basename $$f .{count_ext}) $$(cat $$f)\"; done > $@", "",
+        "clean:", f"\trm -rf {out}",
     ]
+    lines = head + ["", ".PHONY: all clean", f"all: {summary}", "",
+                    f"# TODO: rules for {out}/NAME.{sorted_ext} and {out}/NAME.{count_ext}", ""] + tail
+    fixed = head + [f"SORTED := $(addprefix {out}/,$(addsuffix .{sorted_ext},$(NAMES)))", "",
+                    ".PHONY: all clean", f"all: {summary} $(SORTED)", "",
+                    f"{out}/%.{sorted_ext}: src/%.txt", f"\t@mkdir -p {out}", "\tLC_ALL=C sort $< > $@", "",
+                    f"{out}/%.{count_ext}: src/%.txt", f"\t@mkdir -p {out}", "\twc -l < $< > $@", ""] + tail
     prompt = (
-        "Complete the `Makefile` so that plain `make` builds, for every `src/NAME.txt`:\n"
-        "- `build/NAME.sorted`: its lines sorted in byte order (duplicates kept);\n"
-        "- `build/NAME.count`: its number of lines, just the number;\n"
-        "and `build/summary.txt`: one line `NAME COUNT` per source, in name order (the existing rule does this). "
+        f"Complete `{project}/Makefile` so that plain `make` in `{project}/` builds, for every `src/NAME.txt`:\n"
+        f"- `{out}/NAME.{sorted_ext}`: its lines sorted in byte order (duplicates kept);\n"
+        f"- `{out}/NAME.{count_ext}`: its number of lines, just the number;\n"
+        f"and `{summary}`: one line `NAME COUNT` per source, in name order (the existing rule does this). "
         f"Use pattern rules so that new sources are picked up. {NOTE}"
     )
     steps = [
-        Step("cat Makefile; ls src; make", "The rules for the per-source targets are missing."),
-        Step(write_lines("Makefile", fixed) + " && make && cat build/summary.txt && ls build",
-             "Add pattern rules for .sorted and .count and make all depend on every .sorted file too."),
+        Step(f"cd {project} && cat Makefile; ls src; make", "The rules for the per-source targets are missing."),
+        Step(write_lines("Makefile", fixed) + f" && make && cat {summary} && ls {out}",
+             f"Add pattern rules for .{sorted_ext} and .{count_ext} and make all depend on every .{sorted_ext} file too."),
     ]
-    files = {**sources, "Makefile": "\n".join(lines) + "\n"}
-    return Task(prompt, FINISH, files, steps, _stages(sources, _changed(rng, sources, None, add_new=True), _pattern_outputs))
+    changed = _changed(rng, sources, None, add_new=True)
+    return Task(prompt, FINISH, _files(project, sources, lines), steps, _stages(project, out, sources, changed, outputs))
 
 
 def build(difficulty: str, rng: random.Random) -> Task:
