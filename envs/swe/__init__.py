@@ -21,6 +21,8 @@ DIFFICULTIES = {
     "easy": ("one bug in a 2-module package; the issue names the file, function and failing test", "low", 20),
     "medium": ("one bug in a 3-module package; a vaguer issue and the failing tests withheld", "high", 30),
     "hard": ("two bugs in two modules of a 5-module package; vague issue, failing tests withheld", "max", 40),
+    "long": ("two bugs in two (where possible interdependent) modules of a 5-module package plus a missing function "
+             "specified by failing tests; vague issue, the bugs' failing tests withheld", "max", 60),
 }
 
 

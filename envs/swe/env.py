@@ -64,9 +64,12 @@ class SweEnv(Env):
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
     def task_key(self) -> str:
-        """The injected bugs (file and fix), whatever the issue text says: what a policy could memorise."""
+        """The injected bugs (file and fix) and any missing function, whatever the issue text says: what a
+        policy could memorise."""
         bugs = sorted((b.module, b.fix_old, b.fix_new) for b in self.task.bugs) if self.task else []
-        return json.dumps([self.task.family if self.task else None, bugs])
+        wanted = self.task.feature if self.task else None
+        return json.dumps([self.task.family if self.task else None, bugs,
+                           [wanted.module, wanted.name] if wanted else None])
 
     def _signals(self) -> dict[str, float]:
         if self.task is None or self.box is None or self.box.closed:
@@ -86,6 +89,8 @@ class SweEnv(Env):
 
     def _solution(self) -> Iterator[Action]:
         task = self.task
+        if task.feature is not None:
+            yield Action("run_tests", {}, reasoning="Run the tests first to see what fails before reading any code.")
         for bug in task.bugs:
             path = f"{task.package}/{bug.module}.py"
             name = bug.mutation.function.split(".")[-1]
@@ -101,10 +106,25 @@ class SweEnv(Env):
             yield Action("view_file", {"path": path, "start_line": max(1, first - 6), "end_line": first + 8}, reasoning=reasoning)
             yield Action("str_replace_edit", {"path": path, "old": bug.fix_old, "new": bug.fix_new},
                          reasoning=f"This does not do what the docstring says:\n{bug.fix_old}It should read:\n{bug.fix_new}")
+        if task.feature is not None:
+            yield from self._write_feature()
         yield Action("run_tests", {}, reasoning="Run the tests to check the fix and that nothing else broke.")
         fixed = ", ".join(f"`{bug.mutation.function or 'the module'}` in `{task.package}/{bug.module}.py`" for bug in task.bugs)
+        if task.feature is not None:
+            fixed += f" and added `{task.feature.name}` to `{task.package}/{task.feature.module}.py`"
         yield Action(None, answer=f"Fixed {fixed}; the reported examples now give the documented results and the tests pass.",
                      reasoning="The tests pass; summarise the fix.")
+
+    def _write_feature(self) -> Iterator[Action]:
+        """Read the tests that specify the missing function, find where it belongs, write it, run its tests."""
+        wanted, package = self.task.feature, self.task.package
+        tests, path = f"tests/test_{wanted.module}.py", f"{package}/{wanted.module}.py"
+        yield Action("view_file", {"path": tests},
+                     reasoning=f"The issue asks for `{wanted.name}`; its tests in `{tests}` say what it must return.")
+        yield Action("view_file", {"path": path}, reasoning=f"Read `{path}` to see where `{wanted.name}` belongs and the style of its neighbours.")
+        yield Action("str_replace_edit", {"path": path, "old": wanted.fix_old, "new": wanted.fix_new},
+                     reasoning=f"Add `{wanted.signature}` as the issue's docstring and the tests specify it.")
+        yield Action("run_tests", {"target": tests}, reasoning=f"Check `{wanted.name}` against the tests that specify it.")
 
     def close(self) -> None:
         """Stop the shell and delete the workspace (safe to call twice)."""

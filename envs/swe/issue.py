@@ -1,14 +1,17 @@
-"""Write the issue text of a task: a pointed report (file, function, failing test) or a vaguer symptom."""
+"""Write the issue text of a task: a pointed report (file, function, failing test) or a vaguer symptom,
+and for the long tier a feature request that names the missing function and quotes its docstring."""
 from __future__ import annotations
 
 from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.family import Family
+from jointrl.envs.swe.feature import Feature
 from jointrl.envs.swe.probe import Outcome
 from jointrl.envs.swe.project import Project, Test
 
 
-def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidden: bool) -> str:
-    """The issue for `bugs`: one reproduction per bug, located precisely only when `pointed`."""
+def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidden: bool,
+           feature: Feature | None = None) -> str:
+    """The issue for `bugs` (and `feature`): one reproduction per bug, located precisely only when `pointed`."""
     package = built.package
     if pointed:
         (bug,) = bugs
@@ -24,6 +27,8 @@ def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidde
             f"The test `{bug.example.id}` fails because of it.",
         ]) + "\n"
     title = f"# {'Two problems' if len(bugs) > 1 else 'A problem'} with {family.topic} in `{package}`"
+    if feature is not None:
+        title += " and a missing function"
     lines = [title, ""]
     for n, bug in enumerate(bugs, start=1):
         if len(bugs) > 1:
@@ -36,8 +41,21 @@ def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidde
             f"Expected: {_expected(bug.example)}.",
             "",
         ]
-    if hidden:
+    if hidden and feature is None:
         lines.append("The regression tests for this report are kept by the maintainers; the tests in the repository pass.")
+    if feature is not None:
+        doc = "\n".join(f"> {line}".rstrip() for line in feature.doc.splitlines())
+        lines += [
+            "## Feature request",
+            "",
+            f"Please add `{feature.signature}` to `{package}/{feature.module}.py`:",
+            "",
+            doc,
+            "",
+            f"The tests in `tests/test_{feature.module}.py` already call it and fail until it exists.",
+            "",
+            "The regression tests for the reports above are kept by the maintainers.",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 

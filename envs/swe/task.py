@@ -1,8 +1,10 @@
 """Build one SWE task from (family, difficulty, seed): pick modules, inject verified bugs, split the tests.
 
 A mutant is kept only if the in-process probe sees some test fail with it and nothing run away; the
-failing tests become FAIL_TO_PASS, the rest PASS_TO_PASS. Tasks are cached per process, so the many
-env instances of one (family, difficulty, seed) build it once.
+failing tests become FAIL_TO_PASS, the rest PASS_TO_PASS. Held-out seeds draw their bugs from the held-out
+half of the sites (`split`). The long tier also takes one function out of a third module (`feature`):
+its tests stay visible and fail until it is written back. Tasks are cached per process, so the many env
+instances of one (family, difficulty, seed) build it once.
 """
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jointrl.envs.swe import issue, probe, project
+from jointrl.envs.swe import feature, issue, probe, project, split
 from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.catalog import FAMILIES
 from jointrl.envs.swe.family import Family
+from jointrl.envs.swe.feature import Feature
 from jointrl.envs.swe.mutation import Mutation, inverse_edit, mutations
 from jointrl.envs.swe.project import Project, Test
 
@@ -26,12 +29,15 @@ class Level:
     bugs: int  # bugs, each in its own module
     hide_failing: bool  # FAIL_TO_PASS tests are held back until grading (the issue is all there is)
     pointed: bool  # the issue names the file, function and failing test
+    feature: bool = False  # a function of a module without bugs is missing; its visible tests specify it
 
 
 LEVELS = {
     "easy": Level(modules=2, bugs=1, hide_failing=False, pointed=True),
     "medium": Level(modules=3, bugs=1, hide_failing=True, pointed=False),
     "hard": Level(modules=5, bugs=2, hide_failing=True, pointed=False),
+    # Two bugs in modules that depend on each other where the family has such a pair, plus a feature.
+    "long": Level(modules=5, bugs=2, hide_failing=True, pointed=False, feature=True),
 }
 MAX_TRIES = 60  # mutants tried per bug before giving up on a module
 
@@ -51,6 +57,7 @@ class Task:
     hidden: frozenset  # ids of tests left out of the workspace
     files: dict  # the workspace the model starts from
     issue: str
+    feature: Feature | None = None  # the function to write back (long tier)
 
     @property
     def package(self) -> str:
@@ -68,13 +75,21 @@ def build(family_name: str, difficulty: str, seed: int) -> Task:
     rng = random.Random(f"swe/{family_name}/{difficulty}/{seed}")
     # A module with no viable mutant for this seed's tests is rare; another draw of modules then decides.
     for _ in range(8):
-        targets = rng.sample([m.name for m in family.modules], level.bugs)
+        targets = _targets(family, level, rng)
         included = _choose_modules(family, targets, level.modules, rng)
         built = project.build(family, included, rng.choice(family.package_names), rng)
         task = _inject(built, family_name, difficulty, seed, targets, level, rng)
         if task is not None:
             return task
     raise RuntimeError(f"swe/{family_name}:{difficulty} seed {seed}: no mutant is caught by the generated tests")
+
+
+def _targets(family: Family, level: Level, rng: random.Random) -> list[str]:
+    """The modules that get a bug: for the long tier a module and one it imports, when the family has such a pair."""
+    pairs = [(m.name, required) for m in family.modules for required in m.requires]
+    if level.feature and level.bugs == 2 and pairs:
+        return list(rng.choice(pairs))
+    return rng.sample([m.name for m in family.modules], level.bugs)
 
 
 def _choose_modules(family: Family, targets: list[str], count: int, rng: random.Random) -> list[str]:
@@ -104,10 +119,12 @@ def _failing(built: Project, sources: dict[str, str]) -> tuple[list[probe.Outcom
     return outcomes, failing, any(o.exhausted for o in outcomes)
 
 
-def _candidates(source: str, rng: random.Random) -> list[Mutation]:
-    """Mutation sites in a seeded order that takes the kinds in turn (so bugs are not mostly one kind)."""
+def _candidates(source: str, rng: random.Random, held_out: bool) -> list[Mutation]:
+    """Mutation sites of one split half in a seeded order that takes the kinds in turn (so bugs are not mostly one kind)."""
     by_kind: dict[str, list[Mutation]] = {}
     for mutation in mutations(source):
+        if not split.in_half(source, mutation, held_out):
+            continue
         by_kind.setdefault(mutation.kind, []).append(mutation)
     kinds = sorted(by_kind)
     rng.shuffle(kinds)
@@ -119,11 +136,11 @@ def _candidates(source: str, rng: random.Random) -> list[Mutation]:
     return ordered
 
 
-def _mutate(built: Project, module: str, rng: random.Random) -> tuple[Mutation, set[str]] | None:
-    """A mutant of `module` that some tests catch (at most half of them), with the ids it fails."""
+def _mutate(built: Project, module: str, rng: random.Random, held_out: bool) -> tuple[Mutation, set[str]] | None:
+    """A mutant of `module` from one split half that some tests catch (at most half of them), with the ids it fails."""
     reference = built.sources[module]
     own = {t.id for t in built.tests if t.module == module}
-    for mutation in _candidates(reference, rng)[:MAX_TRIES]:
+    for mutation in _candidates(reference, rng, held_out)[:MAX_TRIES]:
         outcomes, failing, runaway = _failing(built, {**built.sources, module: mutation.apply(reference)})
         if not failing & own or runaway or len(failing) > len(built.tests) // 2:
             continue
@@ -138,30 +155,39 @@ def _inject(built: Project, family: str, difficulty: str, seed: int, targets: li
             rng: random.Random) -> Task | None:
     found = []
     for module in targets:
-        mutant = _mutate(built, module, rng)
+        mutant = _mutate(built, module, rng, split.held_out_seed(seed))
         if mutant is None:
             return None
         found.append((module, *mutant))
     sources = dict(built.sources)
     for module, mutation, _ in found:
         sources[module] = mutation.apply(built.sources[module])
+    wanted = None
+    if level.feature:
+        wanted = feature.choose(built, [m for m in built.modules if m not in targets], rng)
+        if wanted is None:
+            return None
+        sources[wanted.module] = wanted.remove(built.sources[wanted.module])
+    specified = frozenset(wanted.tests) if wanted else frozenset()
     outcomes, failing, runaway = _failing(built, sources)
     # Each bug must still show on its own once the others are in place (no bug masks another).
-    if runaway or any(not (alone & failing) for _, _, alone in found):
+    if runaway or any(not (alone & (failing - specified)) for _, _, alone in found):
         return None
     by_id = {t.id: (t, o) for t, o in zip(built.tests, outcomes)}
     bugs = []
     for module, mutation, alone in found:
-        shown = sorted(alone & failing, key=lambda i: (by_id[i][0].module != module, _length(by_id[i][0]), i))
+        shown = sorted(alone & (failing - specified), key=lambda i: (by_id[i][0].module != module, _length(by_id[i][0]), i))
         example = by_id[rng.choice(shown[:3])][0]
         old, new = inverse_edit(built.sources[module], sources[module])
         bugs.append(Bug(module, mutation, old, new, example, by_id[example.id][1]))
     fail_to_pass = tuple(t.id for t in built.tests if t.id in failing)
     pass_to_pass = tuple(t.id for t in built.tests if t.id not in failing)
-    hidden = frozenset(fail_to_pass) if level.hide_failing else frozenset()
-    text = issue.render(FAMILIES[family], built, bugs, pointed=level.pointed, hidden=bool(hidden))
+    # The feature's tests are its specification, so they stay in the workspace even where bug tests are held back.
+    hidden = frozenset(fail_to_pass) - specified if level.hide_failing else frozenset()
+    text = issue.render(FAMILIES[family], built, bugs, pointed=level.pointed, hidden=bool(hidden), feature=wanted)
     files = built.files({stem: sources[stem] for stem in built.sources}, hidden)
-    return Task(family, difficulty, seed, built, tuple(bugs), sources, fail_to_pass, pass_to_pass, hidden, files, text)
+    return Task(family, difficulty, seed, built, tuple(bugs), sources, fail_to_pass, pass_to_pass, hidden, files, text,
+                feature=wanted)
 
 
 def _length(test: Test) -> int:

@@ -14,8 +14,9 @@ from fractions import Fraction
 import pytest
 
 from jointrl.envs import registry
+from jointrl.envs.base import HELD_OUT_START, parse_env_id
 from jointrl.envs.sandbox import Sandbox
-from jointrl.envs.swe import FAMILIES as REGISTERED, grading, mutation, probe, project, task
+from jointrl.envs.swe import FAMILIES as REGISTERED, grading, mutation, probe, project, split, task
 from jointrl.envs.swe.catalog import FAMILIES
 from jointrl.envs.swe.projects.caches import heap, lru
 from jointrl.envs.swe.projects.durations import calendar_math, isodate
@@ -37,11 +38,13 @@ def _call(env, name, **arguments):
 
 def test_every_family_and_difficulty_is_registered():
     assert set(REGISTERED) == set(FAMILIES) and len(FAMILIES) >= 8
-    ids = registry.env_ids("swe/*")
-    assert len(ids) == 3 * len(FAMILIES)
+    ids = [i for i in registry.env_ids("swe/*") if parse_env_id(i)["family"] in FAMILIES]
+    assert len(ids) == 4 * len(FAMILIES)
     for family in FAMILIES:
-        for difficulty in ("easy", "medium", "hard"):
+        for difficulty in ("easy", "medium", "hard", "long"):
             assert registry.spec(f"swe/{family}-v0:{difficulty}").kwargs == {"family": family}
+    long = registry.spec("swe/strings-v0:long")
+    assert long.default_tier == "max" and long.max_turns > registry.spec("swe/strings-v0:hard").max_turns
 
 
 # The reference packages, against independent expectations.
@@ -159,6 +162,46 @@ def test_probe_runs_cases_with_a_line_budget():
     assert outcome.exhausted
     (outcome,) = probe.run(looping, [(probe.Case(name="f", expr="f(0)"), {"f": "m"})])
     assert outcome.value == 1 and not outcome.exhausted
+
+
+# The train / held-out split of bug sites.
+
+def test_no_held_out_fix_is_also_a_train_fix():
+    """Over every mutation of every module: the fixes a held-out seed can need are never fixes a train seed can."""
+    held_out = {}
+    for family, module, source in _reference_modules():
+        fixes = {True: set(), False: set()}
+        for site in mutation.mutations(source):
+            fixes[split.in_half(source, site, True)].add(mutation.inverse_edit(source, site.apply(source)))
+        assert fixes[True] and fixes[False], (family, module)
+        assert not fixes[True] & fixes[False], (family, module, fixes[True] & fixes[False])
+        counts = held_out.setdefault(family, [0, 0])
+        counts[0], counts[1] = counts[0] + len(fixes[True]), counts[1] + len(fixes[True]) + len(fixes[False])
+    # Roughly a third of a family's fixes are held out: enough to build from, most left to train on.
+    assert all(0.15 < held / total < 0.5 for held, total in held_out.values()), held_out
+
+
+def test_the_same_line_written_twice_falls_in_one_half():
+    # Both copies of the line give the same fix when mutated, so a split by position would leak it.
+    source = "".join(f"def f{i}(x):\n    if x == {i % 2}:\n        return {i}\n    return x * 2\n\n\n" for i in range(6))
+    halves = {}
+    for site in mutation.mutations(source):
+        line = source.splitlines()[split.site_line(source, site) - 1].strip()
+        halves.setdefault(line, set()).add(split.in_half(source, site, True))
+    assert halves["if x == 0:"] in ({True}, {False}) and halves["return x * 2"] in ({True}, {False})
+    assert {True, False} <= set().union(*halves.values())
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard", "long"])
+def test_held_out_seeds_never_repeat_a_train_bug(difficulty):
+    for family in ("strings", "units", "caches"):
+        train = [task.build(family, difficulty, seed) for seed in range(12)]
+        held = [task.build(family, difficulty, HELD_OUT_START + seed) for seed in range(12)]
+        fixes = {(b.module, b.fix_old, b.fix_new): built.seed for built in train for b in built.bugs}
+        for built in held:
+            for bug in built.bugs:
+                key = (bug.module, bug.fix_old, bug.fix_new)
+                assert key not in fixes, (family, built.seed, "repeats train seed", fixes.get(key))
 
 
 # Task building.
@@ -325,3 +368,70 @@ def test_a_symlinked_package_file_is_not_followed_out_of_the_workspace(make):
     files = grading.package_files(env.box, package)
     assert f"{package}/__init__.py" not in files
     assert _call(env, "view_file", path=f"{package}/__init__.py").error
+
+
+# The long tier: two bugs in two modules and a missing function.
+
+def _package_with(built, fixed_bugs, with_feature: bool) -> dict:
+    """The package as the episode starts, with some bugs fixed and the missing function written back or not."""
+    sources = dict(built.sources)
+    for bug in fixed_bugs:
+        sources[bug.module] = sources[bug.module].replace(bug.fix_old, bug.fix_new)
+    if with_feature:
+        wanted = built.feature
+        sources[wanted.module] = sources[wanted.module].replace(wanted.fix_old, wanted.fix_new)
+    return {f"{built.package}/{stem}.py": text.encode() for stem, text in sources.items()}
+
+
+def test_a_long_task_has_two_bugs_in_two_modules_and_a_function_to_write():
+    built = task.build("durations", "long", 3)
+    wanted = built.feature
+    assert len(built.bugs) == 2 and len({b.module for b in built.bugs}) == 2
+    # Where a family has a module importing another, the two bugs sit in such a pair.
+    (first, second) = sorted(b.module for b in built.bugs)
+    assert (first, second) in {("business", "calendar_math"), ("calendar_math", "isodate")}
+    assert wanted.module not in {b.module for b in built.bugs}
+    assert f"def {wanted.name}(" in built.project.sources[wanted.module]
+    assert f"def {wanted.name}(" not in built.sources[wanted.module] and wanted.name not in built.sources[wanted.module]
+    assert f"`{wanted.signature}`" in built.issue and wanted.doc.splitlines()[0] in built.issue
+    # The tests that specify the function are in the workspace; the bugs' own failing tests are not.
+    shown = built.files[f"tests/test_{wanted.module}.py"]
+    assert wanted.tests and all(f"def {t.split('::')[1]}()" in shown for t in wanted.tests)
+    assert set(wanted.tests) <= set(built.fail_to_pass) and not set(wanted.tests) & built.hidden
+    assert set(built.fail_to_pass) - set(wanted.tests) == built.hidden
+
+
+def test_only_fixing_everything_resolves_a_long_task():
+    built = task.build("strings", "long", HELD_OUT_START + 1)
+    everything = frozenset(built.fail_to_pass + built.pass_to_pass)
+    first, second = built.bugs
+    for fixed, with_feature in (([first], True), ([second], True), ([first, second], False)):
+        passed = grading.run_tests(built, _package_with(built, fixed, with_feature), use_known=False)
+        assert set(built.pass_to_pass) <= passed and passed != everything, (fixed, with_feature)
+    # Without the function exactly its tests fail; every other test runs as it did.
+    passed = grading.run_tests(built, _package_with(built, [first, second], False), use_known=False)
+    assert everything - passed == set(built.feature.tests)
+    assert grading.run_tests(built, _package_with(built, [first, second], True), use_known=False) == everything
+
+
+def test_the_long_demo_reads_runs_and_edits_every_site(make):
+    env = make("swe/caches-v0:long", HELD_OUT_START + 2)
+    transcript = env.demo()
+    calls = [c["function"] for m in transcript if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    assert len(calls) >= 10 and env.signals()["resolved"] == 1.0
+    names = [c["name"] for c in calls]
+    assert names[0] == "run_tests" and names[-1] == "run_tests" and names.count("str_replace_edit") == 3
+    edited = {json.loads(c["arguments"])["path"] for c in calls if c["name"] == "str_replace_edit"}
+    modules = {b.module for b in env.task.bugs} | {env.task.feature.module}
+    assert edited == {f"{env.task.package}/{m}.py" for m in modules} and len(edited) == 3
+
+
+def test_a_long_episode_fixing_one_bug_and_the_feature_is_not_resolved(make):
+    env = make("swe/units-v0:long", 5)
+    bug, wanted = env.task.bugs[0], env.task.feature
+    package = env.task.package
+    assert _call(env, "str_replace_edit", path=f"{package}/{bug.module}.py", old=bug.fix_old, new=bug.fix_new).error is None
+    assert _call(env, "str_replace_edit", path=f"{package}/{wanted.module}.py", old=wanted.fix_old,
+                 new=wanted.fix_new).error is None
+    signals = env.signals()
+    assert signals["resolved"] == 0.0 and 0.0 < signals["f2p_fraction"] < 1.0 and signals["p2p_fraction"] == 1.0
