@@ -7,8 +7,8 @@ from __future__ import annotations
 from jointrl.envs.base import EnvSpec
 
 ENTRY_POINT = "jointrl.envs.terminal.env:TerminalEnv"
-MAX_TURNS = {"easy": 10, "medium": 16, "hard": 24}
-TIER = {"easy": "low", "medium": "high", "hard": "high"}
+MAX_TURNS = {"easy": 10, "medium": 16, "hard": 24, "long": 40}
+TIER = {"easy": "low", "medium": "high", "hard": "high", "long": "high"}
 
 FAMILIES = {
     "organize-files": {
@@ -60,6 +60,9 @@ FAMILIES = {
         "easy": "fix space-indented recipes so make builds",
         "medium": "fix the default goal, a wrong prerequisite and a missing rule",
         "hard": "complete a Makefile with pattern rules that pick up new sources",
+    },
+    "release": {
+        "long": "unpack a project, fix its broken Makefile rule and bad data row, rebuild, package and log the release",
     },
 }
 

@@ -12,7 +12,8 @@ from jointrl.envs.terminal.task import Answer, Task
 from jointrl.envs.terminal.verify import Fact, score, verify
 
 COMMAND_SECONDS = 20.0  # wall-clock limit of one bash command
-OBSERVATION_CHARS = 8000  # the most of one command's output the agent sees
+OBSERVATION_CHARS = 8000
+DIFFICULTIES = ("easy", "medium", "hard", "long")  # the most of one command's output the agent sees
 # A fixed identity and a no-op editor, so `git commit` works and `git merge` never waits on an editor.
 SHELL_ENV = {
     "GIT_AUTHOR_NAME": "Terminal User",
@@ -52,8 +53,8 @@ class TerminalEnv(Env):
         super().__init__(difficulty=difficulty, **kwargs)
         if family not in GENERATORS:
             raise ValueError(f"unknown terminal family {family!r}; known: {', '.join(sorted(GENERATORS))}")
-        if difficulty not in ("easy", "medium", "hard"):
-            raise ValueError(f"unknown difficulty {difficulty!r}; known: easy, medium, hard")
+        if difficulty not in DIFFICULTIES:
+            raise ValueError(f"unknown difficulty {difficulty!r}; known: {', '.join(DIFFICULTIES)}")
         self.family = family
         self.task: Task | None = None
         self.sandbox = None  # the episode's Sandbox, made at reset

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from jointrl.envs.terminal.families import (archives, count, csvreport, gitrepo, logs, makefile, organize, permissions,
-                                            rewrite, sqlite)
+                                            release, rewrite, sqlite)
 
 GENERATORS = {
     "organize-files": organize.build,
@@ -15,4 +15,5 @@ GENERATORS = {
     "git": gitrepo.build,
     "sqlite": sqlite.build,
     "makefile": makefile.build,
+    "release": release.build,
 }
