@@ -6,7 +6,7 @@ from __future__ import annotations
 
 ENTRY_POINT = "jointrl.envs.browse.env:BrowseEnv"
 DIFFICULTIES = ("easy", "medium", "hard")
-# Family → what its question asks; kept in step with questions.FAMILIES (a test checks they agree).
+# Family → what its question asks; with LONG_FAMILIES, kept in step with questions.FAMILIES (a test checks they agree).
 FAMILIES = {
     "lookup": "a fact of an entity named directly or through a chain of links",
     "chain": "the entity at the end of a chain of links ('who founded the company that makes X')",
@@ -18,21 +18,27 @@ FAMILIES = {
     "aggregate": "the total of a figure over every entry of a list",
     "intersection": "the one entity that is on a list and meets a threshold",
 }
+# Families of the long tier only: many hops fanning out from a list, among near-duplicate and outdated pages.
+LONG_FAMILIES = {
+    "trail": "the combined population of the birthplaces of the people behind every entry of a list",
+}
 # Harder questions need longer reading, so they default to a larger thinking budget.
-TIERS = {"easy": "low", "medium": "high", "hard": "high"}
+TIERS = {"easy": "low", "medium": "high", "hard": "high", "long": "high"}
+MAX_TURNS = {"easy": 16, "medium": 24, "hard": 40, "long": 64}
 
 
 def register() -> None:
-    """Register browse/<family>-v0:<difficulty> for every family and difficulty."""
+    """Register browse/<family>-v0:<difficulty> for every family and difficulty, and the long tier's families."""
     from jointrl.envs.registry import register as add
 
-    for family, asks in FAMILIES.items():
-        for difficulty in DIFFICULTIES:
-            add(
-                id=f"browse/{family}-v0:{difficulty}",
-                entry_point=ENTRY_POINT,
-                kwargs={"family": family},
-                default_tier=TIERS[difficulty],
-                max_turns={"easy": 16, "medium": 24, "hard": 40}[difficulty],
-                description=f"Browse a generated web to find {asks}.",
-            )
+    tiers = [(family, asks, difficulty) for family, asks in FAMILIES.items() for difficulty in DIFFICULTIES]
+    tiers += [(family, asks, "long") for family, asks in LONG_FAMILIES.items()]
+    for family, asks, difficulty in tiers:
+        add(
+            id=f"browse/{family}-v0:{difficulty}",
+            entry_point=ENTRY_POINT,
+            kwargs={"family": family},
+            default_tier=TIERS[difficulty],
+            max_turns=MAX_TURNS[difficulty],
+            description=f"Browse a generated web to find {asks}.",
+        )

@@ -13,7 +13,6 @@ from jointrl.envs.browse.questions import FAMILIES, Question, sample
 from jointrl.envs.browse.search import SearchIndex
 from jointrl.envs.browse.world import World, generate
 
-MAX_CHARS = 4000  # one numbered page as shown; longer text is cut with a marker
 MAX_FIND = 20  # matching lines listed by one find
 
 SYSTEM = """You answer a question by browsing a small offline encyclopedia about fictional people, towns, \
@@ -56,7 +55,9 @@ class BrowseEnv(Env):
         self._seed_text = f"browse|{self.family}|{self.difficulty}|{seed}"
         rng = random.Random(self._seed_text)
         self.world = generate(rng, self.difficulty)
-        self.question = sample(self.world, self.family, self.difficulty, rng)
+        self.question = sample(self.world, self.family, self.difficulty, rng, seed)
+        # A comparison names its two options: a two-way choice, balanced over seeds by the sampler.
+        self.answer_choices = 2 if self.family == "compare" else None
         self._pages, self._index = None, None
         self.opened, self.current, self.searches = set(), None, 0
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.question.text}]
@@ -114,9 +115,8 @@ class BrowseEnv(Env):
             raise ToolFailure(f"{url} has {total} page{'s' * (total > 1)}; page {page} does not exist")
         self.opened.add(url)
         self.current = url
+        # Shown whole: a numbered page is at most page_lines lines of at most pages.WIDTH characters.
         body = "\n".join(doc.chunk(page, self.page_lines))
-        if len(body) > MAX_CHARS:
-            body = body[:MAX_CHARS] + "\n[... cut: this page is too long to show in full]"
         more = f"page {page} of {total}; open(url={url!r}, page={page + 1}) shows more" if page < total else f"page {page} of {total}; end"
         return f"{doc.title} — {url} — page {page} of {total}\n\n{body}\n\n[{more}]"
 

@@ -13,9 +13,9 @@ WIDTH = 100  # no line is longer, so `find` scans short lines
 LINK = re.compile(r"\[[^\]]*\]\(wiki://[^)]*\)")
 NO_BREAK = "\u00a0"
 # Lines per page of a document, and how many lines of history prose a page carries.
-PAGE_LINES = {"easy": 80, "medium": 30, "hard": 15}
-HISTORY_LINES = {"easy": (1, 2), "medium": (3, 6), "hard": (10, 20)}
-DATED_FIGURES = {"easy": 0, "medium": 1, "hard": 2}
+PAGE_LINES = {"easy": 80, "medium": 30, "hard": 15, "long": 20}
+HISTORY_LINES = {"easy": (1, 2), "medium": (3, 6), "hard": (10, 20), "long": (6, 12)}
+DATED_FIGURES = {"easy": 0, "medium": 1, "hard": 2, "long": 2}
 
 ADJECTIVES = ("small", "stone", "wooden", "new", "second", "larger", "restored")
 THINGS = ("bridge", "chapel", "warehouse", "workshop", "mill", "hall", "clock tower")

@@ -168,6 +168,23 @@ def _intersection(world, p, steps):
     return _name(hits[0], steps)
 
 
+def _trail(world, p, steps):
+    members = _listing(world, p, steps, None)
+    if len(members) < 3:
+        raise Unanswerable("a trail fans out to three entries at least")
+    relation = EVENTS[RELATIONS[p["relation"]].source][0]
+    towns: dict[str, Entity] = {}
+    for member in members:
+        person = world[member.rels[relation]]
+        town = world[person.rels["birthplace"]]
+        steps += [("open", member.url), ("open", person.url), ("open", town.url)]
+        towns[town.url] = town
+    # Nine pages at least: with the search for the anchor, ten calls or more, each reading something needed.
+    if len(dict.fromkeys(arg for op, arg in steps if op == "open")) < 9:
+        raise Unanswerable("the trail is too short")
+    return _number(sum(_value(t, "population") for t in towns.values()), steps)
+
+
 FAMILIES = {
     "lookup": _lookup,
     "chain": _chain,
@@ -178,6 +195,7 @@ FAMILIES = {
     "ordinal": _ordinal,
     "aggregate": _aggregate,
     "intersection": _intersection,
+    "trail": _trail,
 }
 
 

@@ -2,7 +2,11 @@
 
 Difficulty is the number of links to follow (easy 1-2 pages, medium 2-3, hard 3-4 and more) and, on
 hard, near-duplicate twins of every evidence page; list families also grow from a printed list to
-reading every entry's page.
+reading every entry's page. The long tier (family `trail`) fans out from a list to three or more chains.
+
+Where a family's answer space is small by nature (a count, which of two options, a year gap of a few
+decades), the seed spreads the answers evenly over it (`spread`), so no constant answer does better than
+its share.
 """
 from __future__ import annotations
 
@@ -11,14 +15,26 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from jointrl.envs.browse import programs
+from jointrl.envs.browse.names import LABEL_INDUSTRY
 from jointrl.envs.browse.programs import Solution, Unanswerable
 from jointrl.envs.browse.schema import ATTRS, EVENTS, FACTS, KINDS, RELATIONS, paths
-from jointrl.envs.browse.world import TWINNED, World, add_twin
+from jointrl.envs.browse.world import GROWABLE, TWINNED, World, add_twin, spawn
 
 YEARS = tuple(a for a, attr in ATTRS.items() if attr.year)
 SIZES = tuple(a for a, attr in ATTRS.items() if attr.diff)
 RANKS = {"asc": ("first", "second", "third"), "desc": ("most recently", "second most recently", "third most recently")}
 ATTEMPTS = 400
+TWIN_DIFFICULTIES = ("hard", "long")
+# The answers of count questions: the length of a list (easy) or how many entries meet a threshold.
+COUNTS = {"easy": (2, 61), "medium": (1, 60), "hard": (1, 60)}
+EXTRA = 8  # a threshold count's list has 1 to EXTRA + 1 entries beyond those that meet it
+# Lists that easy count questions ask the length of (each the one list on its owner's page).
+COUNTED = ("region", "river", "maker", "label")
+# Lists a trail fans out from: each entry links to a person (EVENTS), whose page links to a birthplace.
+TRAILS = ("headquarters", "home", "maker", "label")
+TRAIL_ENTRIES = (3, 4)
+PEOPLE = {"company": "the founders of {m}", "club": "the founders of {m}", "product": "the inventors of {m}",
+          "album": "the musicians who recorded {m}"}
 
 
 @dataclass
@@ -51,6 +67,29 @@ def _ref(world: World, rng: random.Random, length: int, kinds) -> dict:
     return {"anchor": rng.choice(anchors).url, "path": list(path)}
 
 
+def spread(seed: int, low: int, high: int) -> int:
+    """A value in low..high: each aligned block of (high - low + 1) consecutive seeds takes every value once."""
+    span = high - low + 1
+    order = list(range(span))
+    random.Random(f"spread|{low}|{high}|{seed // span}").shuffle(order)
+    return low + order[seed % span]
+
+
+def _grow(world: World, relation: str, owner, size: int, rng: random.Random) -> list:
+    """The owner's list of `relation`, grown with fresh entries to `size` (Unanswerable if already longer)."""
+    assert relation in GROWABLE, relation
+    members = world.members(owner.url, relation)
+    if len(members) > size:
+        raise Unanswerable(f"{owner.title} already lists more than {size}")
+    # A label's list holds albums and any other company's holds products: grow only the list the page has.
+    label = owner.kind == "company" and owner.attrs["industry"] == LABEL_INDUSTRY
+    if relation in ("maker", "label") and label != (relation == "label"):
+        raise Unanswerable(f"{owner.title} has no {relation} list")
+    for _ in range(size - len(members)):
+        spawn(world, relation, owner, rng)
+    return world.members(owner.url, relation)
+
+
 def _cut(low: int, high: int, rng: random.Random) -> int:
     """A round-looking integer v with low < v <= high (Unanswerable when there is none)."""
     for step in (1000, 500, 100, 50, 10, 5, 1):
@@ -79,59 +118,70 @@ def _numeric(kind: str) -> list[str]:
     return [a for a in FACTS[kind] if ATTRS[a].numeric]
 
 
-def _lookup(world, rng, difficulty):
+def _lookup(world, rng, difficulty, seed):
     length = rng.choice({"easy": (0, 1), "medium": (1, 2), "hard": (2, 3)}[difficulty])
     ref = _ref(world, rng, length, tuple(k for k in KINDS if FACTS[k]))
-    return {"family": "lookup", "ref": ref, "attr": rng.choice(FACTS[programs.follow(world, ref).kind])}
+    # Figures only: a sport, industry or occupation is one of a handful of words a guess would often hit.
+    return {"family": "lookup", "ref": ref, "attr": rng.choice(_numeric(programs.follow(world, ref).kind))}
 
 
-def _chain(world, rng, difficulty):
+def _chain(world, rng, difficulty, seed):
     length = rng.choice({"easy": (1, 2), "medium": (2, 3), "hard": (3, 4)}[difficulty])
     return {"family": "chain", "ref": _ref(world, rng, length, tuple(KINDS))}
 
 
-def _compare(world, rng, difficulty):
+def _compare(world, rng, difficulty, seed):
     lengths = rng.choice({"easy": ((0, 0),), "medium": ((0, 1), (1, 0)), "hard": ((1, 1), (1, 2), (2, 1))}[difficulty])
     attr = rng.choice([a for a in ATTRS if ATTRS[a].numeric])
-    refs = [_ref(world, rng, n, ATTRS[attr].kinds) for n in lengths]
+    # Both of one kind: towns are all older than companies, so a town against a company needs no reading.
+    kind = rng.choice(ATTRS[attr].kinds)
+    refs = [_ref(world, rng, n, (kind,)) for n in lengths]
     return {"family": "compare", "refs": refs, "attr": attr, "pick": rng.choice(("min", "max"))}
 
 
-def _difference(world, rng, difficulty):
+def _difference(world, rng, difficulty, seed):
     lengths = rng.choice({"easy": ((0, 0),), "medium": ((0, 1), (1, 0)), "hard": ((1, 1), (1, 2), (2, 1))}[difficulty])
     attrs = [rng.choice(YEARS) for _ in lengths] if rng.random() < 0.7 else [rng.choice(SIZES)] * 2
     refs = [_ref(world, rng, n, ATTRS[a].kinds) for n, a in zip(lengths, attrs)]
     return {"family": "difference", "refs": refs, "attrs": attrs}
 
 
-def _age(world, rng, difficulty):
+def _age(world, rng, difficulty, seed):
     # No chain of two links ends at a founded, made or recorded thing, so hard counts from one more page:
-    # the founding of the person's birthplace.
+    # the founding of the person's birthplace. Easy and medium alternate with it, because ages at founding
+    # span only a few decades.
     length = {"easy": 0, "medium": 1, "hard": 1}[difficulty]
-    since = "birthplace" if difficulty == "hard" else "born"
+    since = "birthplace" if difficulty == "hard" else ("born", "birthplace")[seed % 2]
     return {"family": "age", "ref": _ref(world, rng, length, tuple(EVENTS)), "since": since}
 
 
-def _count(world, rng, difficulty):
+def _count(world, rng, difficulty, seed):
+    # The list is grown to the count the seed asks for, so counts spread evenly over a wide range.
+    target = spread(seed, *COUNTS[difficulty])
     if difficulty == "easy":
-        relation, ref, members = _owner(world, rng, 0, list(RELATIONS))
-        if len(members) < 2:
-            raise Unanswerable("a list of one is not worth counting")
+        relation = rng.choice(COUNTED)
+        ref = _ref(world, rng, 0, (RELATIONS[relation].target,))
+        _grow(world, relation, programs.follow(world, ref), target, rng)
         return {"family": "count", "owner": ref, "relation": relation, "where": None}
-    length = rng.choice({"medium": (0, 1), "hard": (1, 2)}[difficulty])
-    # Medium counts over figures printed in the list; hard ones may need every entry's own page.
-    relations = [r for r in RELATIONS if RELATIONS[r].shows] if difficulty == "medium" else list(RELATIONS)
-    relation, ref, members = _owner(world, rng, length, relations)
-    # Three entries at least, so the count under a threshold is not nearly always 1.
-    if len(members) < 3:
-        raise Unanswerable("too short a list to count over")
-    source = RELATIONS[relation].source
-    attr = rng.choice(RELATIONS[relation].shows if difficulty == "medium" else _numeric(source))
-    where = _threshold(attr, [m.attrs[attr] for m in members], rng.randint(1, len(members) - 1), rng)
-    return {"family": "count", "owner": ref, "relation": relation, "where": where}
+    # Towns of a region, whose list prints their founding years and populations; hard reaches the region
+    # through a longer chain and reads its list over more numbered pages.
+    ref = _ref(world, rng, rng.choice({"medium": (0, 1), "hard": (1, 2)}[difficulty]), ("region",))
+    owner = programs.follow(world, ref)
+    size = max(len(world.members(owner.url, "region")), target + 1) + rng.randint(0, EXTRA)
+    members = _grow(world, "region", owner, size, rng)
+    attr = rng.choice(RELATIONS["region"].shows)
+    where = _threshold(attr, [m.attrs[attr] for m in members], target, rng)
+    return {"family": "count", "owner": ref, "relation": "region", "where": where}
 
 
-def _ordinal(world, rng, difficulty):
+def _trail(world, rng, difficulty, seed):
+    relation = rng.choice(TRAILS)
+    ref = _ref(world, rng, rng.choice((1, 2)), (RELATIONS[relation].target,))
+    _grow(world, relation, programs.follow(world, ref), rng.choice(TRAIL_ENTRIES), rng)
+    return {"family": "trail", "owner": ref, "relation": relation}
+
+
+def _ordinal(world, rng, difficulty, seed):
     length, ks, shown = {"easy": ((0,), (1,), True), "medium": ((1,), (1, 2), True), "hard": ((1, 2), (1, 2, 3), False)}[difficulty]
     relations = [r for r in RELATIONS if not shown or set(RELATIONS[r].shows) & set(YEARS)]
     relation, ref, _ = _owner(world, rng, rng.choice(length), relations)
@@ -139,7 +189,7 @@ def _ordinal(world, rng, difficulty):
     return {"family": "ordinal", "owner": ref, "relation": relation, "attr": attr, "k": rng.choice(ks), "order": rng.choice(("asc", "desc"))}
 
 
-def _aggregate(world, rng, difficulty):
+def _aggregate(world, rng, difficulty, seed):
     length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
     relations = [r for r in RELATIONS if any(ATTRS[a].total for a in FACTS[RELATIONS[r].source])]
     relation, ref, members = _owner(world, rng, length, relations)
@@ -149,7 +199,7 @@ def _aggregate(world, rng, difficulty):
     return {"family": "aggregate", "owner": ref, "relation": relation, "attr": attr}
 
 
-def _intersection(world, rng, difficulty):
+def _intersection(world, rng, difficulty, seed):
     length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
     relation, ref, members = _owner(world, rng, length, list(RELATIONS))
     if len(members) < 2:
@@ -169,6 +219,7 @@ SAMPLERS = {
     "ordinal": _ordinal,
     "aggregate": _aggregate,
     "intersection": _intersection,
+    "trail": _trail,
 }
 FAMILIES = tuple(SAMPLERS)
 
@@ -212,6 +263,9 @@ def word(world: World, p: dict) -> str:
         return f"Of {members}, which one was {ATTRS[p['attr']].verb} {RANKS[p['order']][p['k'] - 1]}?"
     if family == "aggregate":
         return ATTRS[p["attr"]].total.format(m=members)
+    if family == "trail":
+        people = PEOPLE[RELATIONS[p["relation"]].source].format(m=members)
+        return f"What is the combined 2020 census population of the towns where {people} were born? Count each town once."
     assert family == "intersection", family
     rel = RELATIONS[p["relation"]]
     constraint = rel.constraint.format(o=name_ref(world, p["owner"]))
@@ -224,25 +278,34 @@ def _condition(where: dict, plural: bool) -> str:
     return phrase.format(v=where["value"] if attr.year else f"{where['value']:,}")
 
 
-def sample(world: World, family: str, difficulty: str, rng: random.Random) -> Question:
-    """A question of `family` with one answer in `world`; on hard, every evidence page gets a near-duplicate twin."""
+def sample(world: World, family: str, difficulty: str, rng: random.Random, seed: int) -> Question:
+    """A question of `family` with one answer in `world`; on hard and long, every evidence page gets a near-duplicate twin.
+
+    Entries a sampler adds to the world (grown lists, twins) are dropped again when the attempt fails.
+    """
     for _ in range(ATTEMPTS):
+        mark = len(world.entities)
         try:
-            program = SAMPLERS[family](world, rng, difficulty)
-            solution = programs.evaluate(world, program)
+            return _attempt(world, family, difficulty, rng, seed)
         except Unanswerable:
-            continue
-        text = word(world, program)
-        # A named answer printed in the question (bar the two options of a comparison) gives itself away.
-        if not solution.numeric and family != "compare" and solution.answer.lower() in text.lower():
-            continue
-        if difficulty == "hard":
-            twins = [add_twin(world, world[url], rng) for url in solution.evidence if world[url].kind in TWINNED]
-            try:
-                solution = programs.evaluate(world, program)
-            except Unanswerable:
-                for twin in reversed(twins):
-                    world.remove(twin.url)
-                continue
-        return Question(family, text, program, solution)
+            world.truncate(mark)
     raise RuntimeError(f"no {difficulty} {family} question found in {ATTEMPTS} attempts")
+
+
+def _attempt(world: World, family: str, difficulty: str, rng: random.Random, seed: int) -> Question:
+    program = SAMPLERS[family](world, rng, difficulty, seed)
+    solution = programs.evaluate(world, program)
+    if family == "compare" and programs.follow(world, program["refs"][seed % 2]).name != solution.answer:
+        # Which option is right alternates with the seed, so naming the first (or second) wins half the time.
+        program["refs"].reverse()
+        solution = programs.evaluate(world, program)
+    text = word(world, program)
+    # A named answer printed in the question (bar the two options of a comparison) gives itself away.
+    if not solution.numeric and family != "compare" and solution.answer.lower() in text.lower():
+        raise Unanswerable("the question names its answer")
+    if difficulty in TWIN_DIFFICULTIES:
+        for url in solution.evidence:
+            if world[url].kind in TWINNED:
+                add_twin(world, world[url], rng)
+        solution = programs.evaluate(world, program)
+    return Question(family, text, program, solution)

@@ -44,6 +44,7 @@ SIZES = {
     "easy": Sizes(regions=2, rivers=3, towns=8, companies=5, labels=2, products=7, clubs=5, musicians=3, people=3, namesakes=0),
     "medium": Sizes(regions=3, rivers=4, towns=12, companies=7, labels=2, products=10, clubs=7, musicians=4, people=4, namesakes=2),
     "hard": Sizes(regions=3, rivers=4, towns=18, companies=9, labels=3, products=12, clubs=9, musicians=5, people=5, namesakes=3),
+    "long": Sizes(regions=3, rivers=4, towns=18, companies=9, labels=3, products=12, clubs=9, musicians=5, people=5, namesakes=3),
 }
 
 
@@ -77,6 +78,11 @@ class World:
         del self.entities[url]
         self._members = None
 
+    def truncate(self, count: int) -> None:
+        """Drop every entity added after the first `count`, newest first (a draft question that did not work out)."""
+        for url in list(self.entities)[count:][::-1]:
+            self.remove(url)
+
     def of_kind(self, kind: str, twins: bool = True) -> list[Entity]:
         """Entities of one kind, in creation order (near-duplicate distractors left out unless `twins`)."""
         return [e for e in self.entities.values() if e.kind == kind and (twins or e.twin_of is None)]
@@ -99,6 +105,62 @@ class World:
         return sorted(out, key=lambda e: e.title)
 
 
+def _person(world: World, rng: random.Random, born: int, occupation: str) -> Entity:
+    """A new person, born in a town that already existed."""
+    towns = world.of_kind("town", twins=False)
+    older = [t for t in towns if t.attrs["founded"] < born] or [min(towns, key=lambda t: t.attrs["founded"])]
+    return world.add("person", world.names.person(), {"born": born, "occupation": occupation}, {"birthplace": rng.choice(older)})
+
+
+def _person_for(world: World, rng: random.Random, year: int, youngest: int, oldest: int) -> Entity:
+    """Someone aged `youngest`..`oldest` in `year`."""
+    # Reuse someone of a fitting age now and then, so people found or invent more than one thing.
+    fits = [p for p in world.of_kind("person", twins=False) if p.attrs["occupation"] in names.OCCUPATIONS
+            and year - oldest <= p.attrs["born"] <= year - youngest]
+    if fits and rng.random() < 0.35:
+        return rng.choice(fits)
+    return _person(world, rng, year - rng.randint(youngest, oldest), rng.choice(names.OCCUPATIONS))
+
+
+def _town(world: World, rng: random.Random, region: Entity, river: Entity) -> Entity:
+    attrs = {"founded": rng.randint(1050, 1850), "population": int(10 ** rng.uniform(3.2, 5.6))}
+    return world.add("town", world.names.town(), attrs, {"river": river, "region": region})
+
+
+# The entity makers below take a fixed link or draw it, always in the same order of random draws.
+
+
+def _company(world: World, rng: random.Random, industry: str, headquarters: Entity | None = None,
+             stem: str | None = None) -> Entity:
+    label = industry == names.LABEL_INDUSTRY
+    founded = rng.randint(1900, 1960) if label else rng.randint(1850, 2005)
+    employees = int(10 ** (rng.uniform(1.5, 3.5) if label else rng.uniform(1.7, 4.9)))
+    founder = _person_for(world, rng, founded, 22, 60)
+    rels = {"founder": founder, "headquarters": headquarters or rng.choice(world.of_kind("town", twins=False))}
+    return world.add("company", world.names.company(industry, stem), {"founded": founded, "employees": employees,
+                                                                       "industry": industry}, rels)
+
+
+def _product(world: World, rng: random.Random, maker: Entity) -> Entity:
+    introduced = rng.randint(maker.attrs["founded"] + 1, min(PRESENT, maker.attrs["founded"] + 50))
+    rels = {"maker": maker, "inventor": _person_for(world, rng, introduced, 20, 70)}
+    return world.add("product", world.names.product(maker.attrs["industry"]), {"introduced": introduced}, rels)
+
+
+def _club(world: World, rng: random.Random, home: Entity | None = None) -> Entity:
+    founded = rng.randint(1860, 1995)
+    attrs = {"founded": founded, "titles": rng.randint(0, 30), "sport": rng.choice(names.SPORTS)}
+    name = world.names.club()
+    founder = _person_for(world, rng, founded, 25, 65)
+    rels = {"club_founder": founder, "home": home or rng.choice(world.of_kind("town", twins=False))}
+    return world.add("club", name, attrs, rels)
+
+
+def _album(world: World, rng: random.Random, artist: Entity, year: int, label: Entity, borrowed: str | None = None) -> Entity:
+    title = world.names.album(borrowed)
+    return world.add("album", title, {"released": year, "tracks": rng.randint(6, 16)}, {"artist": artist, "label": label})
+
+
 def generate(rng: random.Random, difficulty: str) -> World:
     """A consistent world: every link exists, people are born before what they found, make or record."""
     size = SIZES[difficulty]
@@ -111,57 +173,52 @@ def generate(rng: random.Random, difficulty: str) -> World:
         # The first towns go round-robin so every region and river lists at least two.
         region = regions[i % len(regions)] if i < 2 * len(regions) else rng.choice(regions)
         river = rivers[i % len(rivers)] if i < 2 * len(rivers) else rng.choice(rivers)
-        attrs = {"founded": rng.randint(1050, 1850), "population": int(10 ** rng.uniform(3.2, 5.6))}
-        towns.append(world.add("town", namer.town(), attrs, {"river": river, "region": region}))
-
-    def person(born: int, occupation: str) -> Entity:
-        """A new person, born in a town that already existed."""
-        older = [t for t in towns if t.attrs["founded"] < born] or [min(towns, key=lambda t: t.attrs["founded"])]
-        return world.add("person", namer.person(), {"born": born, "occupation": occupation}, {"birthplace": rng.choice(older)})
-
-    def person_for(year: int, youngest: int, oldest: int) -> Entity:
-        """Someone aged `youngest`..`oldest` in `year`."""
-        # Reuse someone of a fitting age now and then, so people found or invent more than one thing.
-        fits = [p for p in world.of_kind("person") if p.attrs["occupation"] in names.OCCUPATIONS
-                and year - oldest <= p.attrs["born"] <= year - youngest]
-        if fits and rng.random() < 0.35:
-            return rng.choice(fits)
-        return person(year - rng.randint(youngest, oldest), rng.choice(names.OCCUPATIONS))
-
+        towns.append(_town(world, rng, region, river))
     stems = [t.name.split(" ")[0] for t in rng.sample(towns, size.namesakes)]
     makers = []
     for i in range(size.companies):
         industry = rng.choice(sorted(names.INDUSTRIES))
-        founded = rng.randint(1850, 2005)
-        attrs = {"founded": founded, "employees": int(10 ** rng.uniform(1.7, 4.9)), "industry": industry}
-        rels = {"founder": person_for(founded, 22, 60), "headquarters": rng.choice(towns)}
-        makers.append(world.add("company", namer.company(industry, stems[i] if i < len(stems) else None), attrs, rels))
-    labels = []
-    for _ in range(size.labels):
-        founded = rng.randint(1900, 1960)
-        attrs = {"founded": founded, "employees": int(10 ** rng.uniform(1.5, 3.5)), "industry": names.LABEL_INDUSTRY}
-        rels = {"founder": person_for(founded, 22, 60), "headquarters": rng.choice(towns)}
-        labels.append(world.add("company", namer.company(names.LABEL_INDUSTRY), attrs, rels))
+        makers.append(_company(world, rng, industry, stem=stems[i] if i < len(stems) else None))
+    labels = [_company(world, rng, names.LABEL_INDUSTRY) for _ in range(size.labels)]
     for _ in range(size.products):
-        maker = rng.choice(makers)
-        introduced = rng.randint(maker.attrs["founded"] + 1, min(PRESENT, maker.attrs["founded"] + 50))
-        rels = {"maker": maker, "inventor": person_for(introduced, 20, 70)}
-        world.add("product", namer.product(maker.attrs["industry"]), {"introduced": introduced}, rels)
+        _product(world, rng, rng.choice(makers))
     for _ in range(size.clubs):
-        founded = rng.randint(1860, 1995)
-        attrs = {"founded": founded, "titles": rng.randint(0, 30), "sport": rng.choice(names.SPORTS)}
-        world.add("club", namer.club(), attrs, {"club_founder": person_for(founded, 25, 65), "home": rng.choice(towns)})
+        _club(world, rng)
     borrowed = [t.name for t in rng.sample(towns, size.namesakes)]
     for _ in range(size.musicians):
-        artist = person(rng.randint(1930, 1985), rng.choice(names.MUSICIANS))
+        artist = _person(world, rng, rng.randint(1930, 1985), rng.choice(names.MUSICIANS))
         born = artist.attrs["born"]
         for year in sorted(rng.sample(range(born + 18, min(PRESENT, born + 55) + 1), rng.randint(1, 4))):
             label = rng.choice([c for c in labels if c.attrs["founded"] <= year] or labels[:1])
-            title = namer.album(borrowed.pop() if borrowed else None)
-            world.add("album", title, {"released": year, "tracks": rng.randint(6, 16)}, {"artist": artist, "label": label})
+            _album(world, rng, artist, year, label, borrowed.pop() if borrowed else None)
     for _ in range(size.people):
-        person(rng.randint(1850, 1995), rng.choice(names.OCCUPATIONS))
+        _person(world, rng, rng.randint(1850, 1995), rng.choice(names.OCCUPATIONS))
     return world
+
+
+# What a list of each relation can grow by (`spawn`): the kinds whose entries are made fresh on demand.
+GROWABLE = ("region", "river", "maker", "label", "headquarters", "home")
+
+
+def spawn(world: World, relation: str, owner: Entity, rng: random.Random) -> Entity:
+    """A fresh entry on `owner`'s list of `relation`, consistent with the world (dates, founders' ages)."""
+    regions, rivers = world.of_kind("region"), world.of_kind("river")
+    if relation in ("region", "river"):
+        region = owner if relation == "region" else rng.choice(regions)
+        return _town(world, rng, region, owner if relation == "river" else rng.choice(rivers))
+    if relation == "maker":
+        return _product(world, rng, owner)
+    if relation == "label":
+        # A musician active (18 to 55) in a year the label already existed.
+        artists = [p for p in world.of_kind("person", twins=False) if p.attrs["occupation"] in names.MUSICIANS
+                   and owner.attrs["founded"] <= min(PRESENT, p.attrs["born"] + 55)]
+        artist = rng.choice(artists) if artists else _person(world, rng, rng.randint(1930, 1985), rng.choice(names.MUSICIANS))
+        first = max(artist.attrs["born"] + 18, owner.attrs["founded"])
+        return _album(world, rng, artist, rng.randint(first, max(first, min(PRESENT, artist.attrs["born"] + 55))), owner)
+    if relation == "headquarters":
+        return _company(world, rng, rng.choice(sorted(names.INDUSTRIES)), owner)
+    assert relation == "home", relation
+    return _club(world, rng, owner)
 
 
 # Kinds that get near-duplicate twins (a twin region or river would list nothing).
