@@ -80,6 +80,15 @@ class SeedRange(Section):
         return self
 
 
+class LearnabilityConfig(Section):
+    """Learnability-weighted mixing (envs.mix_schedule: learnability): see rl/rollout/learnability.py."""
+
+    floor: float = Field(0.1, gt=0, le=1, description="Smallest factor an id's weight is scaled by, so none starves.")
+    cap: float = Field(0.5, gt=0, le=1, description="Largest share of its domain's prompts one id may take.")
+    decay: float = Field(0.8, ge=0, lt=1, description="Per-step decay of the pass-rate counts (0 = last step only).")
+    prior_episodes: float = Field(2.0, gt=0, description="Half-successes mixed into each id's pass rate (unseen = 0.5).")
+
+
 class EnvsConfig(Section):
     """Which environments a run samples tasks from, and the seeds that keep training and evaluation apart."""
 
@@ -91,6 +100,13 @@ class EnvsConfig(Section):
     domain_shares: dict[str, float] = Field(
         default_factory=dict,
         description="Fraction of each step's prompts per domain (summing to 1); empty = in proportion to the mix weights.",
+    )
+    mix_schedule: Literal["fixed", "learnability"] = Field(
+        "fixed", description="fixed: ids drawn by their mix weights; learnability: weights also scaled by 4p(1-p) of "
+        "each id's recent pass rate p, within its domain's share."
+    )
+    learnability: LearnabilityConfig = Field(
+        default_factory=lambda: LearnabilityConfig(), description="How learnability mixing weighs ids."
     )
     train_seeds: SeedRange = Field(
         default_factory=lambda: SeedRange(start=0, stop=HELD_OUT_START),

@@ -35,7 +35,7 @@ class StepBatch:
     tasks: list[Task]
     trajectories: list[Trajectory]
     version: int  # policy version the workers held when the batch was played
-    sampler_state: dict  # the task sampler's state after drawing this step (what step + 1 starts from)
+    sampler_state: dict  # the task sampler's state after drawing and recording this step (what step + 1 starts from)
     seconds: float  # wall time of playing the batch
 
 
@@ -106,9 +106,12 @@ class RolloutPipeline:
                     self.manager.push_weights(state, version)
                     pushed = version
                 tasks = self.sampler.next_step()
-                sampler_state = self.sampler.state_dict()
                 start = time.perf_counter()
                 trajectories = self.manager.run(tasks, seed=step_seed(self.run_seed, step))
+                # Recorded here, in the only thread that draws, so step s+1's draw sees exactly steps <= s.
+                self.sampler.record((t.episode.env_id, t.episode.signals.get("success", 0.0))
+                                    for t in trajectories if not t.episode.failed)
+                sampler_state = self.sampler.state_dict()
                 self._out.put(StepBatch(step, tasks, trajectories, version, sampler_state, time.perf_counter() - start))
         except BaseException as exc:  # handed to the caller's thread, which decides what to do
             self._out.put(exc)

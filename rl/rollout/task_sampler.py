@@ -9,6 +9,8 @@ How the recipe's weights combine into the probability of an env id:
    domain the mix selects needs one), else the domain's summed id weights over the whole mix's weight.
 3. Within a domain, ids are drawn in proportion to their weights from step 1, so
    P(id) = share(domain) * weight(id) / weight(domain).
+   With `envs.mix_schedule: learnability` each id's weight is also scaled by how much it can teach now
+   (`learnability.py`), from the outcomes of the steps played so far.
 
 Domains are not drawn at random: prompt after prompt, the domain furthest below its share
 (share * prompts so far - its prompts so far, ties to the first in name order) gets the next prompt, so
@@ -16,8 +18,8 @@ every domain's count stays within one prompt of its share at every point of the 
 domain, the seed (from the train range only) and, in `ratios` mode, the tier are drawn from an RNG
 seeded by (run seed, step), and each step's prompts are shuffled so that a worker taking a contiguous
 slice does not get one domain. Because each step's RNG depends only on the step, the state that
-resumes a run is a few integers (`state_dict`), and a resumed sampler produces exactly the tasks the
-uninterrupted one would have.
+resumes a run is a few integers (`state_dict`, plus the learnability counts when they weight the mix), and
+a resumed sampler produces exactly the tasks the uninterrupted one would have.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from jointrl.envs import registry
 from jointrl.envs.base import TIERS
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.config import RunConfig
+from jointrl.rl.rollout.learnability import Learnability
 from jointrl.rl.rollout.tiers import TierSelector
 
 STATE_VERSION = 1
@@ -97,6 +100,7 @@ class TaskSampler:
         seed: int,
         tiers: TierSelector | None = None,
         domain_shares: Mapping[str, float] | None = None,
+        learnability: Learnability | None = None,
     ):
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -124,13 +128,9 @@ class TaskSampler:
             {d: by_domain[d] for d in self.domains}, self.weights, domain_shares or {}, [g for g, _ in mix]
         )
         self._ids = by_domain
+        self.learnability = learnability
         self._cumulative: dict[str, list[float]] = {}
-        for domain, ids in by_domain.items():
-            running, cumulative = 0.0, []
-            for env_id in ids:
-                running += self.weights[env_id]
-                cumulative.append(running)
-            self._cumulative[domain] = cumulative
+        self._reweigh()
 
         self.step = 0
         self.next_group_id = 0
@@ -140,6 +140,9 @@ class TaskSampler:
     def from_config(cls, run_config: RunConfig) -> TaskSampler:
         """The sampler a run's `envs`, `rollout` and `trainer` sections describe."""
         envs = run_config.envs
+        learnability = None
+        if envs.mix_schedule == "learnability":
+            learnability = Learnability(**envs.learnability.model_dump())
         return cls(
             [(entry.glob, entry.weight) for entry in envs.mix],
             train_seeds=range(envs.train_seeds.start, envs.train_seeds.stop),
@@ -149,15 +152,36 @@ class TaskSampler:
             seed=run_config.trainer.seed,
             tiers=TierSelector.from_config(run_config.rollout.tier_selection),
             domain_shares=envs.domain_shares,
+            learnability=learnability,
         )
 
+    def _within_domain(self, domain: str) -> dict[str, float]:
+        weights = {env_id: self.weights[env_id] for env_id in self._ids[domain]}
+        return self.learnability.shares(weights) if self.learnability else weights
+
+    def _reweigh(self) -> None:
+        for domain, ids in self._ids.items():
+            weights = self._within_domain(domain)
+            running, cumulative = 0.0, []
+            for env_id in ids:
+                running += weights[env_id]
+                cumulative.append(running)
+            self._cumulative[domain] = cumulative
+
+    def record(self, outcomes: Iterable[tuple[str, float]]) -> None:
+        """A played step's (env id, success) outcomes: they reweigh the next draws under learnability mixing."""
+        if self.learnability is not None:
+            self.learnability.record(outcomes)
+            self._reweigh()
+
     def probabilities(self) -> dict[str, float]:
-        """Each env id's probability per prompt: share(domain) * weight(id) / weight(domain)."""
+        """Each env id's probability per prompt: share(domain) * its part of the domain's current weight."""
         out = {}
         for domain, ids in self._ids.items():
-            domain_weight = self._cumulative[domain][-1]
+            weights = self._within_domain(domain)
+            domain_weight = sum(weights.values())
             for env_id in ids:
-                out[env_id] = self.shares[domain] * self.weights[env_id] / domain_weight
+                out[env_id] = self.shares[domain] * weights[env_id] / domain_weight
         return out
 
     def _next_domain(self) -> str:
@@ -226,13 +250,16 @@ class TaskSampler:
 
     def state_dict(self) -> dict:
         """What resumes the sampler: JSON-safe integers (the step's RNG is rebuilt from the seed and step)."""
-        return {
+        state = {
             "version": STATE_VERSION,
             "seed": self.seed,
             "step": self.step,
             "next_group_id": self.next_group_id,
             "domain_counts": dict(self.domain_counts),
         }
+        if self.learnability is not None:
+            state["learnability"] = self.learnability.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping) -> None:
         """Continue from a `state_dict()`; the run seed and the mix's domains must match the saved ones."""
@@ -248,6 +275,12 @@ class TaskSampler:
         values = [state["step"], state["next_group_id"], *counts.values()]
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
             raise ValueError(f"task sampler state holds a value that is not a count: {dict(state)}")
+        if (self.learnability is not None) != ("learnability" in state):
+            raise ValueError("task sampler state and this run disagree on envs.mix_schedule (learnability counts "
+                             f"{'missing from' if self.learnability is not None else 'present in'} the saved state)")
         self.step = state["step"]
         self.next_group_id = state["next_group_id"]
         self.domain_counts = {d: counts[d] for d in self.domains}
+        if self.learnability is not None:
+            self.learnability.load_state_dict(state["learnability"])
+            self._reweigh()

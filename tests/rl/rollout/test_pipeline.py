@@ -4,6 +4,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,13 +16,17 @@ from jointrl.rl.rollout.pipeline import RolloutPipeline, step_seed
 class FakeSampler:
     def __init__(self):
         self.step = 0
+        self.recorded: list[tuple[str, float]] = []
 
     def next_step(self):
         self.step += 1
         return [Task("reasoning/gcd-v0:default", self.step, "low", self.step)]
 
+    def record(self, outcomes):
+        self.recorded += list(outcomes)
+
     def state_dict(self):
-        return {"step": self.step}
+        return {"step": self.step, "recorded": list(self.recorded)}
 
 
 class FakeManager:
@@ -45,7 +50,11 @@ class FakeManager:
             raise RuntimeError("worker exploded")
         time.sleep(self.play_s)
         self.played.append((tasks[0].seed, self.version))
-        return [f"trajectory of step {tasks[0].seed - 1}"]
+        # Step s's episode succeeds when s is even; a failed episode (the env broke) is never recorded.
+        step = tasks[0].seed - 1
+        played = SimpleNamespace(env_id=tasks[0].env_id, signals={"success": float(step % 2 == 0)}, failed=False)
+        broken = SimpleNamespace(env_id="broken", signals={}, failed=True)
+        return [SimpleNamespace(episode=played), SimpleNamespace(episode=broken)]
 
 
 def drive(max_staleness, steps=6, learn_s=0.0, play_s=0.0):
@@ -72,6 +81,9 @@ def test_synchronous_mode_plays_step_s_with_version_s():
     assert manager.played == [(s + 1, s) for s in range(6)]
     assert manager.pushes == list(range(6))
     assert [b.sampler_state["step"] for b in batches] == [1, 2, 3, 4, 5, 6]
+    # The state a checkpoint of step s saves already holds step s's outcomes (what step s + 1 was drawn with).
+    assert [len(b.sampler_state["recorded"]) for b in batches] == [1, 2, 3, 4, 5, 6]
+    assert batches[-1].sampler_state["recorded"] == [("reasoning/gcd-v0:default", float(s % 2 == 0)) for s in range(6)]
 
 
 @pytest.mark.parametrize("k", [1, 2])
