@@ -61,9 +61,10 @@ def play():
 
 # Registration and generation.
 
-def test_ten_families_at_three_difficulties():
-    assert len(FAMILIES) == len(GENERATORS) == 10
-    assert IDS == sorted(f"terminal/{f}-v0:{d}" for f in GENERATORS for d in DIFFICULTIES)
+def test_ten_families_at_three_difficulties_and_one_long_family():
+    assert len(FAMILIES) == len(GENERATORS) == 11
+    expected = [f"terminal/{f}-v0:{d}" for f in GENERATORS if f != "release" for d in DIFFICULTIES]
+    assert IDS == sorted(expected + ["terminal/release-v0:long"])
     for env_id in IDS:
         spec = registry.spec(env_id)
         assert spec.default_tier == ("low" if spec.difficulty == "easy" else "high")
@@ -232,21 +233,33 @@ def test_wrong_answer_scores_zero(play):
 
 
 def test_partial_organisation_gets_partial_credit(play):
-    env = play("terminal/organize-files-v0:easy", ["mkdir -p images && mv inbox/*.jpg inbox/*.png images/"])
+    # The demo's move, stopped after its first group.
+    move = task_of("terminal/organize-files-v0:easy").steps[1].command
+    env = play("terminal/organize-files-v0:easy", [move.rsplit(" && mv ", 1)[0]])
     signals = env.signals()
     assert signals["success"] == 0.0 and 0.0 < signals["state_ok"] < 1.0 and signals["commands_run"] == 1.0
 
 
+def _make_layout(env_id: str) -> tuple[str, list[str]]:
+    """The project folder of a makefile task and its output paths inside it, from the task's goal checks."""
+    task = task_of(env_id)
+    project = next(p for p in task.files if p.endswith("/Makefile")).rsplit("/", 1)[0]
+    outputs = list(dict.fromkeys(c.path[len(project) + 1:] for c in task.checks if isinstance(c, File) and not c.keep))
+    return project, outputs
+
+
 def test_make_outputs_written_by_hand_fail(play):
-    env = play("terminal/makefile-v0:easy", ["mkdir -p build && cat $(ls src/*.txt | sort) > build/all.txt && "
-                                              "wc -l < build/all.txt > build/count.txt"])
+    project, (joined, count) = _make_layout("terminal/makefile-v0:easy")
+    env = play("terminal/makefile-v0:easy", [f"cd {project} && mkdir -p $(dirname {joined}) && "
+                                              f"cat $(ls src/*.txt | sort) > {joined} && wc -l < {joined} > {count}"])
     assert env.signals()["success"] == 0.0 and env.signals()["state_ok"] == 0.0
 
 
 def test_hard_coded_makefile_fails_the_rebuild(play):
     # Recipes that print today's outputs pass the clean build but not the one after the sources change.
-    script = ("all=$(cat $(ls src/*.txt | sort) | base64 -w0); n=$(cat src/*.txt | wc -l); "
-              "printf 'all:\\n\\tmkdir -p build\\n\\techo %s | base64 -d > build/all.txt\\n\\techo %s > build/count.txt\\n' "
+    project, (joined, count) = _make_layout("terminal/makefile-v0:easy")
+    script = (f"cd {project} && all=$(cat $(ls src/*.txt | sort) | base64 -w0); n=$(cat src/*.txt | wc -l); "
+              f"printf 'all:\\n\\tmkdir -p {joined.split('/')[0]}\\n\\techo %s | base64 -d > {joined}\\n\\techo %s > {count}\\n' "
               "\"$all\" \"$n\" > Makefile && make")
     env = play("terminal/makefile-v0:easy", [script])
     signals = env.signals()
@@ -255,17 +268,19 @@ def test_hard_coded_makefile_fails_the_rebuild(play):
 
 
 def test_wrong_prerequisite_is_caught_by_the_rebuild(play):
-    # count.txt built from words.txt but depending on one source: right after a clean build, stale after an edit.
-    lines = ["SOURCES := $(wildcard src/*.txt)", "all: build/words.txt build/count.txt build/upper.txt",
-             "build/words.txt: $(SOURCES)", "\tmkdir -p build", "\tLC_ALL=C sort -u $(SOURCES) > $@",
-             "build/count.txt: FIRST", "\twc -l < build/words.txt > $@",
-             "build/upper.txt: build/words.txt", "\ttr a-z A-Z < $< > $@"]
+    # The count built from the word list but depending on one source: right after a clean build, stale after an edit.
+    project, (words, count, upper) = _make_layout("terminal/makefile-v0:medium")
+    lines = ["SOURCES := $(wildcard src/*.txt)", f"all: {words} {count} {upper}",
+             f"{words}: $(SOURCES)", f"\tmkdir -p $(dir {words})", "\tLC_ALL=C sort -u $(SOURCES) > $@",
+             f"{count}: FIRST", f"\twc -l < {words} > $@",
+             f"{upper}: {words}", "\ttr a-z A-Z < $< > $@"]
     env = play("terminal/makefile-v0:medium")
-    first = sorted(p for p in env.task.files if p.startswith("src/"))[0]
-    env.step(call("bash", {"command": write_lines("Makefile", [line.replace("FIRST", first) for line in lines]) + " && make"}))
+    first = sorted(p for p in env.task.files if p.startswith(f"{project}/src/"))[0][len(project) + 1:]
+    makefile = write_lines("Makefile", [line.replace("FIRST", first) for line in lines])
+    env.step(call("bash", {"command": f"cd {project} && {makefile} && make"}))
     goals = [(f.label, f.ok) for f in env.facts() if not f.keep]
     assert [ok for _, ok in goals] == [True, True, True, True, False, True]
-    assert goals[4][0] == "build/count.txt has the expected content"
+    assert goals[4][0] == f"{project}/{count} has the expected content"
 
 
 def test_mode_on_a_symlink_does_not_count(play):
@@ -276,23 +291,30 @@ def test_mode_on_a_symlink_does_not_count(play):
     assert not next(f for f in env.facts() if f.label == f"{target.path} has mode {target.mode:o}").ok
 
 
+def _db(env_id: str) -> str:
+    return next(p for p in task_of(env_id).files if p.endswith(".db"))
+
+
 def test_output_linked_to_a_host_file_is_not_read(play):
-    env = play("terminal/sqlite-v0:easy", ["mkdir -p out && ln -s /etc/hostname out/customers.txt"])
+    out = next(c.path for c in task_of("terminal/sqlite-v0:easy").checks if isinstance(c, File))
+    env = play("terminal/sqlite-v0:easy", [f"mkdir -p $(dirname {out}) && ln -s /etc/hostname {out}"])
     assert env.signals()["success"] == 0.0
     assert os.path.isfile("/etc/hostname") and not os.path.islink("/etc/hostname")
 
 
 def test_updating_too_many_rows_fails(play):
-    env = play("terminal/sqlite-v0:medium", ["sqlite3 shop.db \"UPDATE products SET stock = stock + 1; "
+    db = _db("terminal/sqlite-v0:medium")
+    env = play("terminal/sqlite-v0:medium", [f"sqlite3 {db} \"UPDATE products SET stock = stock + 1; "
                                              "DELETE FROM orders WHERE status = 'cancelled'\""])
     labels = [f.label for f in env.facts() if not f.ok]
-    assert labels == ["shop.db: SELECT * FROM products ORDER BY id gives the expected rows"]
+    assert labels == [f"{db}: SELECT * FROM products ORDER BY id gives the expected rows"]
 
 
 def test_database_left_in_wal_mode_is_read(play):
+    db = _db("terminal/sqlite-v0:medium")
     env = play("terminal/sqlite-v0:medium", [
-        "sqlite3 shop.db 'PRAGMA journal_mode=WAL;' && " + next(s.command for s in task_of("terminal/sqlite-v0:medium").steps
-                                                             if s.command.startswith("sqlite3 shop.db \"UPDATE"))])
+        f"sqlite3 {db} 'PRAGMA journal_mode=WAL;' && " + next(s.command for s in task_of("terminal/sqlite-v0:medium").steps
+                                                          if s.command.startswith(f"sqlite3 {db} \"UPDATE"))])
     assert env.signals()["success"] == 1.0
 
 
