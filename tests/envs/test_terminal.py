@@ -17,6 +17,7 @@ from jointrl.envs.terminal.families import GENERATORS
 from jointrl.envs.terminal.families.archives import make_tar
 from jointrl.envs.terminal.families.gitrepo import resolve_settings
 from jointrl.envs.terminal.families.makefile import write_lines
+from jointrl.envs.terminal.families.release import makefile as release_makefile, outputs as release_outputs
 from jointrl.envs.terminal.families.rewrite import normalise_ini
 from jointrl.envs.terminal.gitcheck import parse_batch, tree_names
 from jointrl.envs.terminal.task import Answer, File, Git
@@ -103,6 +104,32 @@ def test_seeds_give_different_tasks():
         tasks = {json.dumps([task_of(env_id, s).prompt, task_of(env_id, s).files, task_of(env_id, s).setup], default=bytes.hex)
                  for s in range(3)}
         assert len(tasks) == 3, env_id
+
+
+HELD_OUT = 1_000_000  # the audit's first held-out seed
+
+
+def test_held_out_prompts_never_repeat_training_prompts():
+    # A memorised task needs a held-out prompt seen in training; per-seed names and values make every prompt new.
+    for env_id in IDS:
+        train = {task_of(env_id, s).prompt for s in range(20)}
+        held = [task_of(env_id, HELD_OUT + s).prompt for s in range(20)]
+        assert [p for p in held if p in train] == [], env_id
+
+
+@pytest.mark.parametrize("spec", ["text-count:easy", "text-count:medium", "text-count:hard", "log-report:easy"])
+def test_answers_spread_so_no_remembered_answer_pays(spec):
+    # The audit's no_tools and constant shortcuts: train seed i's answer on held-out seed i, and the commonest train answer.
+    family, difficulty = spec.split(":")
+    env_id = f"terminal/{family}-v0:{difficulty}"
+
+    def answer(seed):
+        return next(c.expected for c in task_of(env_id, seed).checks if isinstance(c, Answer))
+
+    train, held = [answer(s) for s in range(60)], [answer(HELD_OUT + s) for s in range(60)]
+    assert sum(a == b for a, b in zip(train, held)) <= 3
+    commonest = max(set(train), key=lambda a: (train.count(a), a))
+    assert held.count(commonest) <= 3
 
 
 def test_ini_rules_by_hand():
@@ -359,3 +386,86 @@ def test_bash_before_reset_is_an_error_observation():
     env = registry.make("terminal/text-count-v0:easy")
     result = env.step(call("bash", {"command": "ls"}))
     assert result.error is not None and "reset" in result.content
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_replaying_a_training_trajectory_fails_on_a_held_out_seed(play, env_id):
+    # The audit's replay shortcut: train seed 0's scripted commands and answer, played on held-out seed 0.
+    train = play(env_id, seed=0)
+    transcript = train.demo()
+    assert train.signals()["success"] == 1.0
+    commands = [json.loads(c["function"]["arguments"])["command"] for m in transcript for c in m.get("tool_calls") or []]
+    held = play(env_id, seed=HELD_OUT)
+    for command in commands:
+        held.step(call("bash", {"command": command}))
+    held.answer(train.final_answer)
+    assert held.signals()["success"] == 0.0
+
+
+# The long-horizon release task.
+
+def test_release_outputs_by_hand():
+    tables = {"beta": [(1, "x", 2, 10), (2, "y", 3, 5)], "alpha": [(3, "z", 1, 7)]}
+    totals, summary, total = release_outputs(tables)
+    assert totals == "file,rows,total\nalpha,1,7\nbeta,2,35\n"
+    assert summary == "files 2\nrows 3\ntotal 42\n" and total == 42
+
+
+def test_release_makefile_once_repaired_builds_what_the_checker_expects(tmp_path):
+    # The generator's expected outputs against the project's own Makefile, repaired by hand, run by real make.
+    tables = {"b-side": [(11, "x", 4, 250), (12, "y", 60, 3)], "a": [(13, "z", 7, 9)], "ab": [(14, "w", 1, 1)]}
+    for bug in ("spaces", "typo"):
+        text = release_makefile("gen", bug, "    ")
+        repaired = text.replace("\n    awk", "\n\tawk").replace("$(OUT)/total.csv", "$(OUT)/totals.csv")
+        assert repaired != text and repaired == release_makefile("gen", "none", "")
+    (tmp_path / "data").mkdir()
+    for name, rows in tables.items():
+        (tmp_path / "data" / f"{name}.csv").write_text("id,item,qty,price\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    (tmp_path / "Makefile").write_text(release_makefile("gen", "none", ""))
+    subprocess.run(["make", "-s"], cwd=tmp_path, check=True, capture_output=True)
+    totals, summary, _ = release_outputs(tables)
+    assert (tmp_path / "gen" / "totals.csv").read_text() == totals == "file,rows,total\na,1,63\nab,1,1\nb-side,2,1180\n"
+    assert (tmp_path / "gen" / "summary.txt").read_text() == summary
+    for bug in ("spaces", "typo"):
+        (tmp_path / "Makefile").write_text(release_makefile("gen", bug, "    "))
+        assert subprocess.run(["make", "-s"], cwd=tmp_path, capture_output=True).returncode != 0
+
+
+def _stage_ends(commands: list[str]) -> list[int]:
+    """How many of the release demo's commands end each stage: unpack, Makefile fix, data fix, build, package."""
+    stages = [lambda c: "--strip-components" in c, lambda c: c.startswith("sed -i 's"),
+              lambda c: c.startswith("sed -i '") and " data/" in c, lambda c: c.startswith("make && "),
+              lambda c: "tar -czf" in c]
+    return [next(i for i, c in enumerate(commands) if stage(c)) + 1 for stage in stages]
+
+
+def test_release_needs_every_stage(play):
+    # Scoring stops an episode's processes, so each stopping point is its own episode.
+    commands = [s.command for s in task_of("terminal/release-v0:long", 5).steps]
+    ends = _stage_ends(commands)
+    assert len(commands) >= 10 and ends == sorted(ends) and ends[-1] < len(commands)
+    for end in ends:
+        env = play("terminal/release-v0:long", commands[:end], seed=5, answer="Done.")
+        assert env.signals()["success"] == 0.0, commands[end - 1]
+    env = play("terminal/release-v0:long", commands, seed=5, answer="Done.")
+    assert env.signals()["success"] == 1.0 and env.signals()["commands_run"] == len(commands) >= 10
+
+
+def test_release_with_another_releases_correction_fails(play):
+    # The build passes with any numeric qty: only the correction listed for this release is right.
+    env = play("terminal/release-v0:long", seed=2)
+    commands = [s.command for s in env.task.steps]
+    fix = next(i for i, c in enumerate(commands) if c.startswith("sed -i '") and "data/" in c)
+    row = commands[fix].split("s/.*/", 1)[1].split("/", 1)[0]
+    bad_id, item, qty, price = row.split(",")
+    commands[fix] = commands[fix].replace(f"/{row}/", f"/{bad_id},{item},{int(qty) % 60 + 1},{price}/")
+    for command in commands:
+        env.step(call("bash", {"command": command}))
+    failed = [f.label for f in env.facts() if not f.ok]
+    assert env.signals()["success"] == 0.0 and any("data/" in label for label in failed)
+
+
+def test_release_demo_is_long_for_every_seed():
+    for seed in range(10):
+        task = task_of("terminal/release-v0:long", seed)
+        assert len(task.steps) >= 10 and registry.spec("terminal/release-v0:long").max_turns >= 2 * len(task.steps)

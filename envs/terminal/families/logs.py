@@ -38,7 +38,7 @@ QUESTIONS = (
 
 
 def _log_name(rng: random.Random) -> str:
-    return f"{rng.choice(vocab.WORDS)}-{rng.choice(['access', 'web', 'proxy', 'edge'])}.log"
+    return f"{rng.choice(vocab.WORDS)}-{rng.choice(['access', 'web', 'proxy', 'edge'])}{rng.randint(1, 9)}.log"
 
 
 def _status_codes(rng: random.Random) -> list[int]:
@@ -49,18 +49,23 @@ def _status_codes(rng: random.Random) -> list[int]:
 def _server_errors(rng: random.Random) -> Task:
     log = _log_name(rng)
     question, counted = rng.choice(QUESTIONS)
+    method = rng.choice(["GET", "POST", "PUT", None])
     ips, paths, statuses = [_ip(rng) for _ in range(12)], _paths(rng, 8), _status_codes(rng)
-    entries = [(rng.choice(ips), rng.choice(paths), rng.choice(statuses)) for _ in range(rng.randint(60, 400))]
+    entries = [(rng.choice(ips), rng.choice(paths), rng.choice(statuses)) for _ in range(rng.randint(100, 1200))]
     lines = [_line(rng, *e) for e in entries]
+    # The method is drawn inside each line, so it is read back from the line's request field.
+    expected = sum(status in counted and (method is None or f'"{method} ' in line) for (_, _, status), line in zip(entries, lines))
     # A path with a counted code in it: not a status.
     lines.insert(rng.randint(0, len(lines)), _line(rng, ips[0], f"/api/items/{counted[0]}", 200))
-    expected = sum(status in counted for _, _, status in entries)
     low, high = counted[0], counted[-1]
-    prompt = (f"How many requests in `{log}` {question}? The log is in the "
+    which = "requests" if method is None else f"{method} requests"
+    prompt = (f"How many {which} in `{log}` {question}? The log is in the "
               "common log format: `ip - - [time] \"METHOD path PROTOCOL\" status bytes`.")
+    match = "" if method is None else f" && $6 == \"\\\"{method}\""
     steps = [
-        Step(f"head -3 {log}", "Find which field is the status: with whitespace splitting it is field 9."),
-        Step(f"awk '$9 >= {low} && $9 <= {high}' {log} | wc -l", "Compare the status field itself, not any digits in the line."),
+        Step(f"head -3 {log}", "Find which field is the status: with whitespace splitting it is field 9 (the method is 6)."),
+        Step(f"awk '$9 >= {low} && $9 <= {high}{match}' {log} | wc -l",
+             "Compare the status field itself, not any digits in the line."),
     ]
     finish = "it must contain only the number, nothing else."
     return Task(prompt, finish, {log: "\n".join(lines) + "\n"}, steps, [Answer(str(expected))], answer_from_output=True)

@@ -46,7 +46,7 @@ def database(data: dict[str, list[tuple]]) -> bytes:
 
 def _db_name(rng: random.Random) -> str:
     """A per-seed database file name, so remembered sqlite3 commands open nothing on another seed."""
-    return f"{rng.choice(vocab.WORDS)}-shop.db"
+    return f"{rng.choice(vocab.WORDS)}-{rng.choice(['shop', 'store', 'orders', 'sales'])}.db"
 
 
 def _query(rng: random.Random) -> Task:
@@ -69,7 +69,7 @@ def _query(rng: random.Random) -> Task:
 
 def _update(rng: random.Random) -> Task:
     data = _shop(rng, 12, rng.randint(18, 26), rng.randint(40, 60))
-    category, threshold, amount = rng.choice(vocab.CATEGORIES), rng.choice([5, 10, 15]), rng.choice([20, 25, 50])
+    category, threshold, amount = rng.choice(vocab.CATEGORIES), rng.randint(4, 20), rng.choice(range(10, 65, 5))
     # At least one product to restock and one order to delete.
     data["products"][0] = (1, data["products"][0][1], category, data["products"][0][3], threshold - 1)
     data["orders"][0] = data["orders"][0][:4] + ("cancelled",)
