@@ -11,11 +11,11 @@ FAMILIES = {
     "yoy-growth": "year-over-year change in percent",
     "aggregate": "sum or average over a range",
     "argmax": "the region with the largest value",
-    "ranking": "position in a ranking, or the region at a position",
+    "ranking": "the region at a position in a ranking",
     "rate-join": "a per-unit rate times a quantity from another place",
     "currency": "currency conversion with a rate from the KPI review",
     "margin": "a margin as a percentage of revenue",
-    "threshold-count": "how many regions meet a threshold",
+    "threshold-count": "how many region-product-year figures meet a threshold",
     "budget-variance": "actual minus budget or plan",
 }
 # Difficulty -> (what it takes, default thinking tier, turn limit).

@@ -182,7 +182,8 @@ class OfficeEnv(Env):
     def _signals(self) -> dict[str, float]:
         gold = self.task.gold
         correct = matching.matches(self.final_answer, gold)
-        reply = self.final_answer or ""
+        # Only the reply's tail is graded (matching.MAX_REPLY_CHARS); reading all of a huge reply would be slow.
+        reply = (self.final_answer or "")[-matching.MAX_REPLY_CHARS:]
         parsed = bool(matching.normalise(reply)) if gold.is_text else matching.parse_number(reply) is not None
         needed = set(self.task.needed)
         return {

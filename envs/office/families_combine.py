@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import random
 
-from jointrl.envs.office.documents import BUDGETS, COGS, FACILITY, HEADCOUNT, KPIS, ON_TIME, PLAN, PRICES, REVENUE, UNITS, fy
+from jointrl.envs.office.documents import BUDGETS, COGS, FACILITY, HEADCOUNT, PLAN, PRICES, REVENUE, UNITS, fy
 from jointrl.envs.office.evidence import Evidence, number
 from jointrl.envs.office.report import Report
-from jointrl.envs.office.task import (Files, Task, change_pct, choose, count, money, percent, read_rate, read_staff_cost,
-                                      region_sum, segment_of, years_with_previous)
+from jointrl.envs.office.task import (Files, Task, Unsuitable, change_pct, choose, count, money, percent, read_rate,
+                                      read_staff_cost, region_sum, segment_of)
 
 
 def rate_join(report: Report, files: Files, difficulty: str, rng: random.Random) -> Task:
@@ -90,34 +90,36 @@ def currency(report: Report, files: Files, difficulty: str, rng: random.Random) 
 
 
 def margin(report: Report, files: Files, difficulty: str, rng: random.Random) -> Task:
-    """A margin: profit as a percentage of revenue."""
+    """A margin: profit as a percentage of revenue (easy and medium: its change between two years, in points)."""
     region, product, year = rng.choice(report.regions), rng.choice(report.products), rng.choice(report.years)
     tail = "Answer in percent with two decimals."
-    if difficulty == "easy":
-        revenue, cogs = report.revenue[region, product, year], report.cogs[region, product, year]
+    if difficulty in ("easy", "medium"):
+        # A gross margin itself sits in a narrow band (35-60%) that a constant guess would hit; its change
+        # from one year to the next is spread around zero, where the tolerance is 0.01 points.
+        year = rng.choice(report.years[1:])
+        if difficulty == "easy":
+            what, sums = f"product {product}'s gross margin in {region}", "the product's row"
+            rev = lambda y: report.revenue[region, product, y]
+            cost = lambda y: report.cogs[region, product, y]
+            read = lambda ev, sheet, y: ev.sheet(sheet).value(fy(y), Region=region, Product=product)
+        else:
+            what, sums = f"{region}'s gross margin over all products", "the sums of the region's rows"
+            rev = lambda y: report.total_revenue(region, y)
+            cost = lambda y: report.total_cogs(region, y)
+            read = lambda ev, sheet, y: region_sum(ev.sheet(sheet), region, y)
+        gross = lambda r, c: (r - c) / r * 100
 
         def solve(ev: Evidence):
-            rev, cost = ev.sheet(REVENUE).value(fy(year), Region=region, Product=product), ev.sheet(COGS).value(fy(year), Region=region, Product=product)
-            return (rev - cost) / rev * 100, f"({rev:,.1f} - {cost:,.1f}) / {rev:,.1f}"
+            new, old = (gross(read(ev, REVENUE, y), read(ev, COGS, y)) for y in (year, year - 1))
+            return new - old, f"gross margin {new:.4f}% in FY{year} less {old:.4f}% in FY{year - 1}"
 
         return Task(
-            f"What was the gross margin of product {product} in {region} in FY{year}, i.e. (revenue - cost of goods sold) / "
-            f"revenue? {tail}",
-            percent((revenue - cogs) / revenue * 100),
-            (files.sheet(REVENUE, "Revenue is in the Revenue sheet."), files.sheet(COGS, "Cost of goods sold is in the COGS sheet.")),
-            solve)
-    if difficulty == "medium":
-        revenue, cogs = report.total_revenue(region, year), report.total_cogs(region, year)
-
-        def solve(ev: Evidence):
-            rev, cost = region_sum(ev.sheet(REVENUE), region, year), region_sum(ev.sheet(COGS), region, year)
-            return (rev - cost) / rev * 100, f"({rev:,.1f} - {cost:,.1f}) / {rev:,.1f}"
-
-        return Task(
-            f"What was {region}'s gross margin over all products in FY{year}: (total revenue - total cost of goods sold) / "
-            f"total revenue? {tail}",
-            percent((revenue - cogs) / revenue * 100),
-            (files.sheet(REVENUE, "Sum the region's rows in the Revenue sheet."), files.sheet(COGS, "Sum the region's rows in the COGS sheet.")),
+            f"By how many percentage points did {what} change from FY{year - 1} to FY{year}? Gross margin is (revenue - "
+            f"cost of goods sold) / revenue. Answer the FY{year} margin minus the FY{year - 1} margin in percentage points "
+            f"with two decimals (negative for a decline).",
+            percent(gross(rev(year), cost(year)) - gross(rev(year - 1), cost(year - 1))),
+            (files.sheet(REVENUE, f"Revenue for both years: {sums} in the Revenue sheet."),
+             files.sheet(COGS, f"Cost of goods sold for both years: {sums} in the COGS sheet.")),
             solve)
 
     def solve(ev: Evidence):
@@ -136,8 +138,10 @@ def margin(report: Report, files: Files, difficulty: str, rng: random.Random) ->
         solve)
 
 
-def _cuts(values: list[float], min_gap: float, digits: int) -> list[tuple[float, int]]:
-    """Thresholds strictly between neighbouring values (rounded to `digits`), each with how many values exceed it."""
+def _cut(rng: random.Random, values: list[float], min_gap: float, digits: int) -> tuple[float, int]:
+    """A threshold strictly between two neighbouring values (rounded to `digits`) and how many values exceed it.
+
+    The count is drawn evenly over every well-separated position, so over many cells no count is a likely guess."""
     ordered = sorted(values, reverse=True)
     cuts = []
     for k in range(1, len(ordered)):
@@ -145,61 +149,59 @@ def _cuts(values: list[float], min_gap: float, digits: int) -> list[tuple[float,
         middle = round((hi + lo) / 2, digits)
         if hi - lo >= min_gap and lo < middle < hi:
             cuts.append((middle, k))
-    return cuts
+    if not cuts:
+        raise Unsuitable("no well-separated threshold")
+    return rng.choice(cuts)
 
 
 def threshold(report: Report, files: Files, difficulty: str, rng: random.Random) -> Task:
-    """How many regions meet a threshold."""
-    regions = report.regions
+    """How many cells of a region x product x year grid meet a threshold (dozens of cells, so the count is wide)."""
+    cells = [(r, p, y) for r in report.regions for p in report.products for y in report.years]
+    n = len(cells)
     if difficulty == "easy":
-        year = choose(rng, report.years, lambda y: bool(_cuts([report.headcount[r, y] for r in regions], 2, 0)))
-        limit, k = rng.choice(_cuts([report.headcount[r, year] for r in regions], 2, 0))
+        c = report.currency
+        limit, k = _cut(rng, [report.revenue[cell] for cell in cells], 1.0, 1)
         return Task(
-            f"How many regions had a year-end headcount of more than {limit:,.0f} FTE in FY{year}? Answer with the number.",
+            f"Across all regions, products and years in the workbook's Revenue sheet, how many region-product-year figures "
+            f"exceed {c} {limit:,.1f} thousand? There are {n} such figures. Answer with the number.",
             count(k),
-            (files.sheet(HEADCOUNT, "Count the regions above the threshold in the Headcount sheet."),),
-            lambda ev: (sum(number(r[fy(year)]) > limit for r in ev.sheet(HEADCOUNT).records()), f"regions above {limit:,.0f}"))
+            (files.sheet(REVENUE, "Count the Revenue sheet's figures above the threshold."),),
+            lambda ev: (sum(number(r[fy(y)]) > limit for r in ev.sheet(REVENUE).records() for y in report.years),
+                        f"figures above {limit:,.1f}"))
     if difficulty == "medium":
-        grown = lambda y: [change_pct(report.total_revenue(r, y), report.total_revenue(r, y - 1)) for r in regions]
-        year = choose(rng, years_with_previous(report), lambda y: bool(_cuts(grown(y), 0.3, 1)))
-        limit, k = rng.choice(_cuts(grown(year), 0.3, 1))
+        later = [(r, p, y) for r, p, y in cells if y != report.years[0]]
+        grown = [change_pct(report.revenue[r, p, y], report.revenue[r, p, y - 1]) for r, p, y in later]
+        limit, k = _cut(rng, grown, 0.2, 1)
 
         def solve(ev: Evidence):
-            table = ev.sheet(REVENUE)
-            rates = [change_pct(region_sum(table, r, year), region_sum(table, r, year - 1)) for r in dict.fromkeys(table.column("Region"))]
-            return sum(g > limit for g in rates), "growth rates: " + ", ".join(f"{g:.2f}%" for g in rates)
+            rates = [change_pct(number(r[fy(y)]), number(r[fy(y - 1)])) for r in ev.sheet(REVENUE).records() for y in report.years[1:]]
+            return sum(g > limit for g in rates), f"{len(rates)} year-over-year changes"
 
         return Task(
-            f"How many regions grew their total revenue (all products) by more than {limit:.1f}% from FY{year - 1} to FY{year}? "
+            f"In the workbook's Revenue sheet, for how many region-product pairs and years FY{report.years[1]}-FY{report.last} "
+            f"did revenue grow by more than {limit:.1f}% over the previous year? There are {len(later)} such changes. "
             f"Answer with the number.",
             count(k),
-            (files.sheet(REVENUE, "Sum each region's product rows for both years."),),
+            (files.sheet(REVENUE, "Compute each region-product row's change for every year."),),
             solve)
-
-    def cuts(y):
-        # Both conditions should matter: some region below budget also clears the delivery threshold.
-        winners = report.above_budget(y)
-        options = _cuts([report.on_time[r, y] for r in winners], 0.2, 1) if len(winners) >= 2 else []
-        return [(limit, k) for limit, k in options if any(report.on_time[r, y] > limit for r in regions if r not in winners)]
-
-    year = choose(rng, report.years, lambda y: bool(cuts(y)))
-    limit, k = rng.choice(cuts(year))
+    code = rng.choice(report.foreign)
+    value = lambda r, p, y: report.units[r, p, y] * report.list_price[p, y] * report.fx_closing[code, y] / 1000
+    limit, k = _cut(rng, [value(*cell) for cell in cells], 1.0, 1)
 
     def solve(ev: Evidence):
-        budgets, kpis = ev.table(files.docx, BUDGETS), ev.table(files.pdf, KPIS)
-        names = dict.fromkeys(ev.sheet(REVENUE).column("Region"))
-        hits = [r for r in names if region_sum(ev.sheet(REVENUE), r, year) > budgets.value(fy(year), Region=r)
-                and kpis.value(ON_TIME, Region=r, Year=fy(year)) >= limit]
-        return len(hits), "regions meeting both: " + (", ".join(hits) or "none")
+        prices = ev.table(files.docx, PRICES)
+        worth = [number(r[fy(y)]) * prices.value(fy(y), Product=r["Product"]) * read_rate(ev, files, code, y, "closing") / 1000
+                 for r in ev.sheet(UNITS).records() for y in report.years]
+        return sum(w > limit for w in worth), f"{len(worth)} figures at list price in {code}"
 
     return Task(
-        f"How many regions both exceeded their FY{year} revenue budget (annual report) with their FY{year} total revenue "
-        f"(all products, financials workbook) and had an on-time delivery rate of at least {limit:.1f}% in FY{year} (KPI "
-        f"review)? Answer with the number.",
+        f"Value each region's units sold of each product in each year (financials workbook) at that year's list price "
+        f"(annual report), converted to {code} at that year's closing exchange rate (KPI review). How many of these "
+        f"{n} region-product-year values exceed {code} {limit:,.1f} thousand? Answer with the number.",
         count(k),
-        (files.sheet(REVENUE, "Actual revenue per region is the sum of its product rows."),
-         files.report("The revenue budgets are a table in the annual report."),
-         files.review("On-time delivery by region and year is in the KPI review.")),
+        (files.sheet(UNITS, "Units sold per product, region and year are in the Units sheet."),
+         files.report("The list prices in force are a table in the annual report."),
+         files.review("The closing exchange rates are in the KPI review.")),
         solve)
 
 
@@ -207,13 +209,21 @@ def variance(report: Report, files: Files, difficulty: str, rng: random.Random) 
     """Actual minus budget (or plan)."""
     c, region, year = report.currency, rng.choice(report.regions), rng.choice(report.years)
     if difficulty == "easy":
+        # In percent of plan: a difference of a few FTE would be a small integer, easy to guess.
+        region, year = choose(rng, [(r, y) for r in report.regions for y in report.years],
+                              lambda ry: report.headcount[ry] != report.headcount_plan[ry])
         actual, plan = report.headcount[region, year], report.headcount_plan[region, year]
+
+        def solve(ev: Evidence):
+            got, planned = ev.sheet(HEADCOUNT).value(fy(year), Region=region), ev.sheet(PLAN).value(fy(year), Region=region)
+            return change_pct(got, planned), f"({got:,.0f} - {planned:,.0f}) / {planned:,.0f} x 100"
+
         return Task(
-            f"How many FTE above (positive) or below (negative) its planned headcount was {region} at the end of FY{year}? "
-            f"Answer actual minus plan in FTE.",
-            count(actual - plan, "FTE"),
+            f"By what percentage was {region}'s year-end headcount at the end of FY{year} above (positive) or below (negative) "
+            f"its planned headcount? Answer (actual - plan) / plan in percent with two decimals.",
+            percent(change_pct(actual, plan)),
             (files.sheet(HEADCOUNT, "Actual year-end FTE is in the Headcount sheet."), files.sheet(PLAN, "Planned FTE is in the Headcount plan sheet.")),
-            lambda ev: (ev.sheet(HEADCOUNT).value(fy(year), Region=region) - ev.sheet(PLAN).value(fy(year), Region=region), "actual - plan"))
+            solve)
     budget = lambda ev, r: ev.table(files.docx, BUDGETS).value(fy(year), Region=r)
     if difficulty == "medium":
         return Task(

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 
-from jointrl.envs.office.documents import BUDGETS, COGS, HEADCOUNT, KPIS, ON_TIME, PRICES, REVENUE, SATISFACTION, UNITS, fy
+from jointrl.envs.office.documents import BUDGETS, COGS, ENERGY, HEADCOUNT, KPIS, ON_TIME, PRICES, REVENUE, SATISFACTION, UNITS, fy
 from jointrl.envs.office.evidence import Evidence, number
+from jointrl.envs.office.matching import Gold
 from jointrl.envs.office.report import Report
-from jointrl.envs.office.task import (Files, Task, change_pct, choose, count, money, name, percent, read_operating_profit,
-                                      read_rate, read_staff_cost, region_sum, segment_of, separated, years_with_previous)
+from jointrl.envs.office.task import (Files, Task, change_pct, choose, count, money, percent, read_operating_profit,
+                                      read_rate, read_staff_cost, region_name, region_sum, segment_of, separated, years_with_previous)
 
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 
@@ -128,13 +129,14 @@ def aggregate(report: Report, files: Files, difficulty: str, rng: random.Random)
             (files.sheet(REVENUE, "Sum the product's rows of the Revenue sheet."),),
             lambda ev: (sum(float(r[fy(year)]) for r in ev.sheet(REVENUE).records() if r["Product"] == product), f"sum of {product} rows"))
     if difficulty == "medium":
-        values = [report.on_time[r, year] for r in report.regions]
+        # Energy use spreads over two orders of magnitude; a mean of percentages near 92% would be guessable.
+        values = [report.energy[r, year] for r in report.regions]
         return Task(
-            f"What was the average on-time delivery rate across all regions in FY{year}, according to the KPI review? "
-            f"Give the simple (unweighted) mean in percent with two decimals.",
-            percent(sum(values) / len(values)),
-            (files.review("On-time delivery by region and year is in the KPI review; the table spans pages."),),
-            lambda ev: _mean([number(r[ON_TIME]) for r in ev.table(files.pdf, KPIS).records() if r["Year"] == fy(year)]))
+            f"What was the average energy use per region in FY{year}, according to the KPI review? Give the simple "
+            f"(unweighted) mean over all regions in MWh.",
+            Gold(sum(values) / len(values), "MWh", decimals=2),
+            (files.review("Energy use by region and year is in the KPI review; the table spans pages."),),
+            lambda ev: _mean([number(r[ENERGY]) for r in ev.table(files.pdf, KPIS).records() if r["Year"] == fy(year)]))
     code = rng.choice(report.foreign)
     value = sum(report.total_revenue(r, year) for r in report.growth_segment) * report.fx_average[code, year]
 
@@ -165,7 +167,7 @@ def argmax(report: Report, files: Files, difficulty: str, rng: random.Random) ->
         best = max(regions, key=lambda r: report.headcount[r, year])
         return Task(
             f"Which region had the largest year-end headcount in FY{year}? Answer with the region's name.",
-            name(best, regions),
+            region_name(best),
             (files.sheet(HEADCOUNT, "Compare the regions' FTE in the Headcount sheet."),),
             lambda ev: _top({r["Region"]: number(r[fy(year)]) for r in ev.sheet(HEADCOUNT).records()}))
     if difficulty == "medium":
@@ -174,7 +176,7 @@ def argmax(report: Report, files: Files, difficulty: str, rng: random.Random) ->
         return Task(
             f"Which region had the highest revenue per FTE in FY{year}, i.e. total revenue across products divided by "
             f"year-end headcount? Answer with the region's name.",
-            name(max(regions, key=lambda r: per_fte(r, year)), regions),
+            region_name(max(regions, key=lambda r: per_fte(r, year))),
             (files.sheet(REVENUE, "Total revenue per region is the sum of its product rows."),
              files.sheet(HEADCOUNT, "Year-end FTE is in the Headcount sheet.")),
             lambda ev: _top({r: region_sum(ev.sheet(REVENUE), r, year) / ev.sheet(HEADCOUNT).value(fy(year), Region=r) for r in _regions(ev)}))
@@ -199,7 +201,7 @@ def argmax(report: Report, files: Files, difficulty: str, rng: random.Random) ->
         f"Among the regions whose FY{year} total revenue (all products, financials workbook) exceeded their FY{year} revenue "
         f"budget (annual report), which had the highest customer satisfaction in FY{year} (KPI review)? Answer with the "
         f"region's name.",
-        name(best, regions),
+        region_name(best),
         (files.sheet(REVENUE, "Actual revenue per region is the sum of its product rows."),
          files.report("The revenue budgets are a table in the annual report."),
          files.review("Customer satisfaction by region and year is in the KPI review.")),
@@ -221,18 +223,18 @@ def _regions(ev: Evidence) -> list[str]:
 
 
 def ranking(report: Report, files: Files, difficulty: str, rng: random.Random) -> Task:
-    """The position of a region, or the region at a position, when regions are ordered by a measure."""
+    """The region at a position when regions are ordered by a measure (a name, so no small number is a safe guess)."""
     regions = report.regions
     if difficulty == "easy":
         year = choose(rng, report.years, lambda y: len({report.headcount[r, y] for r in regions}) == len(regions))
-        region = rng.choice(regions)
+        k = rng.randint(1, len(regions))
         order = sorted(regions, key=lambda r: -report.headcount[r, year])
         return Task(
-            f"Ranking the regions by year-end headcount in FY{year} from largest (1) to smallest, what is {region}'s "
-            f"position? Answer with the number.",
-            count(order.index(region) + 1),
+            f"Ranking the regions by year-end headcount in FY{year} from largest (position 1) to smallest, which region is "
+            f"at position {k}? Answer with the region's name.",
+            region_name(order[k - 1]),
             (files.sheet(HEADCOUNT, "Order the regions' FTE in the Headcount sheet."),),
-            lambda ev: _position({r["Region"]: number(r[fy(year)]) for r in ev.sheet(HEADCOUNT).records()}, region))
+            lambda ev: _at_rank({r["Region"]: number(r[fy(year)]) for r in ev.sheet(HEADCOUNT).records()}, k))
     if difficulty == "medium":
         year = choose(rng, report.years, lambda y: separated([report.total_revenue(r, y) for r in regions], 0.005))
         k = rng.randint(2, len(regions) - 1)
@@ -240,26 +242,21 @@ def ranking(report: Report, files: Files, difficulty: str, rng: random.Random) -
         return Task(
             f"Which region ranked {ORDINALS.get(k, f'{k}th')} by total revenue (all products) in FY{year}, counting from the "
             f"largest? Answer with the region's name.",
-            name(order[k - 1], regions),
+            region_name(order[k - 1]),
             (files.sheet(REVENUE, "Total revenue per region is the sum of its product rows."),),
             lambda ev: _at_rank({r: region_sum(ev.sheet(REVENUE), r, year) for r in _regions(ev)}, k))
     year = choose(rng, report.years, lambda y: separated([report.operating_profit(r, y) for r in regions], 0.01))
-    region = rng.choice(regions)
+    k = rng.randint(1, len(regions))
     order = sorted(regions, key=lambda r: -report.operating_profit(r, year))
     return Task(
         f"Rank the regions by FY{year} operating profit, largest first: total revenue minus cost of goods sold (both over all "
         f"products, financials workbook), minus staff cost (year-end headcount times the annual report's staff cost per FTE), "
-        f"minus facility cost (KPI review). What is {region}'s position? Answer with the number.",
-        count(order.index(region) + 1),
+        f"minus facility cost (KPI review). Which region is at position {k}? Answer with the region's name.",
+        region_name(order[k - 1]),
         (files.sheet(REVENUE, "Revenue per region and product."), files.sheet(COGS, "Cost of goods sold per region and product."),
          files.sheet(HEADCOUNT, "Year-end FTE per region."), files.report("Staff cost per FTE is in the annual report."),
          files.review("Facility costs are in the KPI review.")),
-        lambda ev: _position({r: read_operating_profit(ev, files, r, year, ev.sheet(COGS)) for r in _regions(ev)}, region))
-
-
-def _position(values: dict[str, float], region: str) -> tuple[int, str]:
-    order = sorted(values, key=lambda r: -values[r])
-    return order.index(region) + 1, "order: " + ", ".join(order)
+        lambda ev: _at_rank({r: read_operating_profit(ev, files, r, year, ev.sheet(COGS)) for r in _regions(ev)}, k))
 
 
 def _at_rank(values: dict[str, float], k: int) -> tuple[str, str]:

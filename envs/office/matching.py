@@ -4,8 +4,9 @@ A numeric answer is the last number in the reply (after an 'Answer:' marker when
 correct when it lies within REL_TOL of the gold value (or ABS_TOL, for values near zero), read in the
 question's unit or, when the reply writes a scale word ('k', 'thousand', 'm', 'million', 'bn'), in
 absolute terms; a reply without a scale word may also give the full figure. A reply that names a
-different currency, or a percent sign where none belongs, is wrong. A name answer is correct when the
-normalised reply is the name, or mentions it and no other candidate.
+different currency, a percent sign where none belongs, or two different figures in its answer part is
+wrong. A name answer is correct when the normalised reply is the name, or mentions it and no other
+candidate (candidates are every name the domain can generate, not only this report's).
 """
 from __future__ import annotations
 
@@ -143,7 +144,8 @@ def normalise(text: str) -> str:
 
 def named_candidates(said: str, gold: Gold) -> set[str]:
     """The gold's candidates a normalised reply mentions as whole words."""
-    return {c for c in gold.candidates if re.search(rf"\b{re.escape(normalise(c))}\b", said)}
+    padded = f" {said} "
+    return {c for c in gold.candidates if f" {normalise(c)} " in padded}
 
 
 def text_matches(reply: str, gold: Gold) -> bool:
@@ -158,22 +160,24 @@ def text_matches(reply: str, gold: Gold) -> bool:
 
 
 def several_answers(reply: str | None, gold: Gold) -> bool:
-    """Whether a reply hedges over several answers: two or more candidates named, or, after an explicit
-    answer marker, two or more different figures (only the last would be graded; a hedge is a tell)."""
+    """Whether a reply hedges over several answers: two or more candidates named, or two or more different
+    figures in its answer part (a list of guesses; the answer is to hold one figure)."""
     if not reply:
         return False
     reply = reply[-MAX_REPLY_CHARS:]
     if gold.is_text:
         return len(named_candidates(normalise(answer_part(reply)), gold)) >= 2
-    if not ANSWER_MARK.search(reply):
-        return False
     figures = {_digits(m.group("digits")) for m in NUMBER.finditer(answer_part(reply))} - {None}
     return len(figures) >= 2
 
 
 def matches(reply: str | None, gold: Gold) -> bool:
-    """Whether a final reply answers the gold correctly; only its last MAX_REPLY_CHARS characters are read."""
+    """Whether a final reply answers the gold correctly; only its last MAX_REPLY_CHARS characters are read.
+
+    A reply that lists several candidates is wrong even when one of them is right."""
     if not reply:
         return False
     reply = reply[-MAX_REPLY_CHARS:]
+    if several_answers(reply, gold):
+        return False
     return text_matches(reply, gold) if gold.is_text else number_matches(reply, gold)

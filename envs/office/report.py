@@ -8,7 +8,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-REGIONS = ("Nordics", "Iberia", "Benelux", "Andes", "Levant", "Pacifica", "Baltics", "Maghreb", "Alpine", "Caspian", "Deccan", "Patagonia")
+# Region names are drawn from stem x ending (432 names), so a name memorised from one seed is rarely even
+# present in another seed's report, let alone its answer.
+REGION_STEMS = ("Vel", "Kor", "Ash", "Mar", "Tal", "Bren", "Sol", "Dun", "Eld", "Fen", "Gar", "Hal", "Ist", "Jor", "Lun",
+                "Nor", "Ost", "Pel", "Rav", "Tor", "Cal", "Wen", "Zan", "Ber")
+REGION_ENDINGS = ("ia", "mark", "land", "vale", "heim", "mere", "stad", "ora", "gard", "wick", "moor", "dal", "holm", "fell",
+                  "burg", "thal", "ena", "aria")
+REGIONS = tuple(stem + ending for stem in REGION_STEMS for ending in REGION_ENDINGS)
 PRODUCTS = ("Aurora", "Beacon", "Cobalt", "Dynamo", "Ember", "Falcon", "Granite", "Harbor")
 ORG_NAMES = ("Halvorsen", "Marrow", "Quillon", "Tessaro", "Vantor", "Brightwell", "Okafor", "Lindqvist", "Corvane", "Estrada")
 ORG_KINDS = ("Instruments", "Systems", "Logistics", "Foods", "Textiles", "Robotics", "Materials", "Optics")
@@ -16,7 +22,7 @@ ORG_KINDS = ("Instruments", "Systems", "Logistics", "Foods", "Textiles", "Roboti
 EUR_RATES = {"EUR": 1.0, "USD": 1.08, "GBP": 0.86, "CHF": 0.96, "JPY": 150.0, "SEK": 11.2, "CAD": 1.46}
 REPORTING = ("EUR", "GBP", "CHF")
 # Per difficulty: (history years, regions, products); hard also carries distractor tables.
-SIZES = {"easy": (4, 4, 3), "medium": (5, 5, 4), "hard": (6, 6, 4)}
+SIZES = {"easy": (5, 4, 4), "medium": (5, 5, 4), "hard": (6, 6, 4)}
 
 
 @dataclass
@@ -128,7 +134,8 @@ def generate(seed: int, difficulty: str, variant: int = 0) -> Report:
             report.budget[region, year] = round(report.total_revenue(region, year) * rng.uniform(0.9, 1.1), -1)
             report.on_time[region, year] = round(rng.uniform(85.0, 99.5), 1)
             report.satisfaction[region, year] = round(rng.uniform(70.0, 95.0), 1)
-            report.energy[region, year] = rng.randint(500, 9000)
+            # Log-uniform over 500-20,000 MWh: a mean over regions spreads widely from seed to seed.
+            report.energy[region, year] = int(10 ** rng.uniform(2.7, 4.3))
     per_eur = {year: {c: EUR_RATES[c] * rng.uniform(0.94, 1.06) for c in EUR_RATES if c != "EUR"} | {"EUR": 1.0} for year in years}
     for year in years:
         for code in foreign:

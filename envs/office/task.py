@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from jointrl.envs.office.documents import FACILITY, HEADCOUNT, RATES, REVENUE, STAFF_COST, Document, fy
 from jointrl.envs.office.evidence import Evidence, Table
 from jointrl.envs.office.matching import Gold
-from jointrl.envs.office.report import Report
+from jointrl.envs.office.report import REGIONS, Report
 
 T = TypeVar("T")
 SEGMENT = re.compile(r"Growth segment comprises (.+?);")
@@ -105,9 +105,10 @@ def count(value: int, unit: str = "") -> Gold:
     return Gold(float(value), unit, decimals=0)
 
 
-def name(value: str, candidates: Iterable[str]) -> Gold:
-    """A gold name among candidate names."""
-    return Gold(value, candidates=tuple(candidates))
+def region_name(value: str) -> Gold:
+    """A gold region name; every region name the generator can draw is a candidate, so a reply that also
+    names a region of another report is a hedge too."""
+    return Gold(value, candidates=REGIONS)
 
 
 def segment_of(text: str) -> list[str]:

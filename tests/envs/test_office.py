@@ -2,6 +2,7 @@
 import io
 import json
 import re
+from collections import Counter
 
 import docx
 import openpyxl
@@ -11,8 +12,9 @@ import pytest
 from jointrl.envs import registry
 from jointrl.envs.office import FAMILIES as REGISTERED_FAMILIES
 from jointrl.envs.office.env import FAMILIES, build_task
-from jointrl.envs.office.matching import Gold, matches, parse_number
+from jointrl.envs.office.matching import Gold, matches, parse_number, several_answers
 from jointrl.envs.office.readers import MAX_COLUMNS, MAX_ROWS, xlsx_range
+from jointrl.envs.office.report import REGIONS
 from openpyxl.utils import get_column_letter
 
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -152,8 +154,8 @@ def test_aggregate_medium_gold_is_the_pdf_column_mean():
     header = ["Region", "Year", "On-time delivery (%)", "Customer satisfaction (%)", "Energy use (MWh)"]
     rows = _pdf_table(_file(env, ".pdf")[1], header, set(env.report.regions))
     assert len(rows) == len(env.report.regions) * len(env.report.years)
-    values = [_num(r["On-time delivery (%)"]) for r in rows if r["Year"] == f"FY{year}"]
-    assert env.task.gold.value == pytest.approx(sum(values) / len(values), rel=1e-9)
+    values = [_num(r["Energy use (MWh)"]) for r in rows if r["Year"] == f"FY{year}"]
+    assert env.task.gold.value == pytest.approx(sum(values) / len(values), rel=1e-9) and env.task.gold.unit == "MWh"
 
 
 def test_currency_easy_gold_uses_the_pdf_average_rate():
@@ -197,18 +199,62 @@ def test_margin_hard_gold_from_all_three_formats():
     assert env.task.gold.value == pytest.approx(expected, rel=1e-9)
 
 
-def test_count_and_rank_golds_from_headcount_sheet():
+def test_count_rank_and_argmax_golds_from_the_workbook():
     env, question = _start("office/threshold-count-v0:easy", 8)
-    limit, year = re.search(r"more than ([\d,]+) FTE in FY(\d+)", question).groups()
-    rows = _sheet_rows(_file(env, ".xlsx")[1], "Headcount")
-    assert env.task.gold.value == sum(r[f"FY{year}"] > _num(limit) for r in rows)
+    limit = _num(re.search(r"exceed \w+ ([\d,.]+) thousand", question).group(1))
+    rows = _sheet_rows(_file(env, ".xlsx")[1], "Revenue")
+    figures = [r[y] for r in rows for y in _years(env)]
+    assert len(figures) == int(re.search(r"There are (\d+) such", question).group(1))
+    assert env.task.gold.value == sum(f > limit for f in figures)
     env, question = _start("office/ranking-v0:easy", 8)
-    year, region = re.search(r"in FY(\d+) .* what is (\w+)'s position", question).groups()
+    year, k = re.search(r"in FY(\d+) .* at position (\d+)\?", question).groups()
     rows = sorted(_sheet_rows(_file(env, ".xlsx")[1], "Headcount"), key=lambda r: -r[f"FY{year}"])
-    assert env.task.gold.value == [r["Region"] for r in rows].index(region) + 1
+    assert env.task.gold.value == rows[int(k) - 1]["Region"]
     env, question = _start("office/argmax-v0:easy", 8)
     year = re.search(r"in FY(\d+)", question).group(1)
     assert env.task.gold.value == max(_sheet_rows(_file(env, ".xlsx")[1], "Headcount"), key=lambda r: r[f"FY{year}"])["Region"]
+
+
+def test_threshold_medium_and_hard_counts_recomputed_from_the_files():
+    env, question = _start("office/threshold-count-v0:medium", 3)
+    limit = float(re.search(r"more than ([\d.]+)% over", question).group(1))
+    rows, years = _sheet_rows(_file(env, ".xlsx")[1], "Revenue"), env.report.years
+    changes = [(r[f"FY{y}"] / r[f"FY{y - 1}"] - 1) * 100 for r in rows for y in years[1:]]
+    assert len(changes) == int(re.search(r"There are (\d+) such", question).group(1))
+    assert env.task.gold.value == sum(c > limit for c in changes)
+    env, question = _start("office/threshold-count-v0:hard", 3)
+    code, limit = re.search(r"How many of these \d+ region-product-year values exceed (\w+) ([\d,.]+) thousand", question).groups()
+    units = _sheet_rows(_file(env, ".xlsx")[1], "Units")
+    prices = {r["Product"]: r for r in _docx_table(_file(env, ".docx")[1], "List prices by product")}
+    rates = {r["Rate"]: r for r in _pdf_table(_file(env, ".pdf")[1], ["Currency", "Rate", *_years(env)], set(env.report.foreign))
+             if r["Currency"] == code}
+    worth = [r[y] * _num(prices[r["Product"]][y]) * _num(rates["closing"][y]) / 1000 for r in units for y in _years(env)]
+    assert env.task.gold.value == sum(w > _num(limit) for w in worth)
+
+
+def test_margin_change_and_plan_variance_from_the_sheets():
+    env, question = _start("office/margin-v0:easy", 6)
+    product, region, old, new = re.search(r"product (\w+)'s gross margin in (\w+) change from FY(\d+) to FY(\d+)", question).groups()
+    xlsx = _file(env, ".xlsx")[1]
+    cell = lambda sheet, y: next(r[f"FY{y}"] for r in _sheet_rows(xlsx, sheet) if (r["Region"], r["Product"]) == (region, product))
+    gross = lambda y: (cell("Revenue", y) - cell("COGS", y)) / cell("Revenue", y) * 100
+    assert env.task.gold.value == pytest.approx(gross(new) - gross(old), rel=1e-9)
+    env, question = _start("office/budget-variance-v0:easy", 6)
+    region, year = re.search(r"was (\w+)'s year-end headcount at the end of FY(\d+)", question).groups()
+    xlsx = _file(env, ".xlsx")[1]
+    actual, plan = (next(r[f"FY{year}"] for r in _sheet_rows(xlsx, s) if r["Region"] == region) for s in ("Headcount", "Headcount plan"))
+    assert env.task.gold.value == pytest.approx((actual - plan) / plan * 100, rel=1e-9) and env.task.gold.percent
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_no_gold_answer_is_a_likely_guess(family):
+    # Over 40 seeds no answer repeats more than 3 times (an answer space of a handful of values, such as
+    # counts of 4 regions or a position among 4, would), and region names rarely recur across seeds.
+    for difficulty in DIFFICULTIES:
+        golds = [build_task(family, difficulty, seed)[1].gold for seed in range(40)]
+        values = [g.value if g.is_text else round(g.value, 2) for g in golds]
+        top, times = Counter(values).most_common(1)[0]
+        assert times <= 3, f"{family}:{difficulty} answers {top!r} for {times} of 40 seeds"
 
 
 # Answer matching, by hand.
@@ -272,6 +318,28 @@ def test_whole_numbers_must_be_exact():
                                       ("Iberia", False), ("Nordics or Iberia", False), ("Nord", False), ("", False)])
 def test_name_replies(reply, ok):
     assert matches(reply, Gold("Nordics", candidates=("Nordics", "Iberia", "Andes"))) is ok
+
+
+def test_replies_listing_several_figures_fail_even_with_the_right_one_last():
+    count = Gold(17.0, "", decimals=0)
+    assert matches("17", count) and matches("Answer: 17", count) and matches("17 (seventeen)", count)
+    for hedge in ("12\n15\n17", "16 or 17", "Answer: 3, 9, 17", "somewhere between 15 and 17"):
+        assert not matches(hedge, count), hedge
+        assert several_answers(hedge, count), hedge
+    assert not matches("EUR 1,234.5 thousand or EUR 1,200.0 thousand", THOUSAND_EUR)
+
+
+def test_a_region_answer_that_also_names_another_reports_region_fails():
+    env, _ = _start("office/argmax-v0:easy", 3)
+    env.demo()
+    gold, right = env.task.gold, env.final_answer
+    elsewhere = next(r for seed in range(10, 20) for r in _start("office/argmax-v0:easy", seed)[0].report.regions
+                     if r not in env.report.regions)
+    assert env.signals()["success"] == 1.0
+    for hedge in (f"{elsewhere}\n{right}", f"{right} or {elsewhere}"):
+        env.answer(hedge)
+        assert env.signals()["success"] == 0.0 and env.signals()["hack_several_answers"] == 1.0, hedge
+    assert gold.value in REGIONS and len(REGIONS) >= 400
 
 
 def test_parse_number_reads_the_last_figure_and_its_unit():
