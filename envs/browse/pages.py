@@ -16,6 +16,9 @@ NO_BREAK = "\u00a0"
 PAGE_LINES = {"easy": 80, "medium": 30, "hard": 15, "long": 20}
 HISTORY_LINES = {"easy": (1, 2), "medium": (3, 6), "hard": (10, 20), "long": (6, 12)}
 DATED_FIGURES = {"easy": 0, "medium": 1, "hard": 2, "long": 2}
+# Difficulties whose web also has an outdated census page per region, and that census's year.
+OUTDATED = ("long",)
+CENSUS_YEAR = 1990
 
 ADJECTIVES = ("small", "stone", "wooden", "new", "second", "larger", "restored")
 THINGS = ("bridge", "chapel", "warehouse", "workshop", "mill", "hall", "clock tower")
@@ -160,6 +163,18 @@ def render(world: World, e: Entity, rng: random.Random, difficulty: str) -> Page
     return Page(e.url, e.title, lines, facts_end)
 
 
+def census(world: World, region: Entity, rng: random.Random) -> Page:
+    """An outdated page: a region's towns with their populations at an earlier census, which 2020 questions rule out."""
+    title = f"{CENSUS_YEAR} census of {region.title}"
+    body = [f"# {title}", "", f"The {CENSUS_YEAR} census of {link(region)}, since superseded by the 2020 census.", "",
+            "Facts", "  Type: census", "", "Towns"]
+    for town in world.members(region.url, "region"):
+        then = int(town.attrs["population"] * rng.uniform(0.5, 0.95))
+        body.append(f"  - {link(town)} — Population ({CENSUS_YEAR} census): {then:,}")
+    lines = _wrap(body)
+    return Page(f"{region.url}-census-{CENSUS_YEAR}", title, lines, len(lines))
+
+
 def _wrap(body: list[str]) -> list[str]:
     """Lines folded to WIDTH, never inside a link (its spaces are held as no-break spaces while folding)."""
     lines = []
@@ -174,5 +189,11 @@ def _wrap(body: list[str]) -> list[str]:
 
 
 def render_all(world: World, seed_text: str, difficulty: str) -> dict[str, Page]:
-    """Every page of the world; each page's prose comes from its own stream, so the order does not matter."""
-    return {url: render(world, e, random.Random(f"{seed_text}|{url}"), difficulty) for url, e in world.entities.items()}
+    """Every page of the world (and outdated census pages where the difficulty has them); each page's prose
+    comes from its own stream, so the order does not matter."""
+    pages = {url: render(world, e, random.Random(f"{seed_text}|{url}"), difficulty) for url, e in world.entities.items()}
+    if difficulty in OUTDATED:
+        for region in world.of_kind("region"):
+            page = census(world, region, random.Random(f"{seed_text}|census|{region.url}"))
+            pages[page.url] = page
+    return pages

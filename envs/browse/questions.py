@@ -27,7 +27,9 @@ ATTEMPTS = 400
 TWIN_DIFFICULTIES = ("hard", "long")
 # The answers of count questions: the length of a list (easy) or how many entries meet a threshold.
 COUNTS = {"easy": (2, 61), "medium": (1, 60), "hard": (1, 60)}
-EXTRA = 8  # a threshold count's list has 1 to EXTRA + 1 entries beyond those that meet it
+# A threshold count's list has 1 to EXTRA entries beyond those that meet it, drawn apart from the count: the
+# threshold's place among the values hints at the share that meets it, which then says little about how many.
+EXTRA = 40
 # Lists that easy count questions ask the length of (each the one list on its owner's page).
 COUNTED = ("region", "river", "maker", "label")
 # Lists a trail fans out from: each entry links to a person (EVENTS), whose page links to a birthplace.
@@ -167,7 +169,7 @@ def _count(world, rng, difficulty, seed):
     # through a longer chain and reads its list over more numbered pages.
     ref = _ref(world, rng, rng.choice({"medium": (0, 1), "hard": (1, 2)}[difficulty]), ("region",))
     owner = programs.follow(world, ref)
-    size = max(len(world.members(owner.url, "region")), target + 1) + rng.randint(0, EXTRA)
+    size = max(len(world.members(owner.url, "region")), target + rng.randint(1, EXTRA))
     members = _grow(world, "region", owner, size, rng)
     attr = rng.choice(RELATIONS["region"].shows)
     where = _threshold(attr, [m.attrs[attr] for m in members], target, rng)

@@ -13,8 +13,10 @@ from jointrl.envs import registry
 from jointrl.envs.browse import DIFFICULTIES, FAMILIES, LONG_FAMILIES
 from jointrl.envs.browse.answers import matches, normalize
 from jointrl.envs.browse.find import LINE
-from jointrl.envs.browse.pages import Page
+from jointrl.envs.browse.pages import CENSUS_YEAR, Page
+from jointrl.envs.browse.programs import follow
 from jointrl.envs.browse.questions import FAMILIES as SAMPLED_FAMILIES
+from jointrl.envs.browse.questions import spread
 from jointrl.envs.browse.schema import ATTRS, EVENTS, RELATIONS
 
 IDS = registry.env_ids("browse/*")
@@ -230,6 +232,12 @@ def test_hard_evidence_pages_have_near_duplicate_twins():
     ("twelve", "12", True, (), True),
     ("none", "0", True, (), False),
     ("", "0", True, (), False),
+    # Hedging over several candidates is no answer.
+    ("Alma Rin or Bram Tol", "Alma Rin", False, (), False),
+    ("Alma Rin, Bram Tol", "Alma Rin", False, (), False),
+    ("Bram Tol Alma Rin", "Alma Rin", False, (), False),
+    ("12 or 13", "12", True, (), False),
+    ("12\n13\n14", "13", True, (), False),
 ])
 def test_answer_matching(said, gold, numeric, aliases, expected):
     assert matches(said, gold, numeric, aliases) is expected
@@ -363,3 +371,137 @@ def test_same_seed_same_web_in_another_process():
         for h in (1, 2)
     }
     assert len(digests) == 1
+
+
+# Shortcuts a policy without the skill would take: each must stay closed.
+
+
+def _passes(env_id, seeds, answer_of):
+    """How many of the seeds' episodes an answer (a function of the env) passes without any tool call."""
+    wins = 0
+    for seed in seeds:
+        env = _env(env_id, seed)
+        env.answer(answer_of(env))
+        wins += env.signals()["success"]
+        env.close()
+    return wins
+
+
+def test_spread_takes_every_value_once_per_block_in_shuffled_orders():
+    blocks = [[spread(seed, 1, 60) for seed in range(start, start + 60)] for start in (0, 60, 999_960)]
+    assert all(sorted(block) == list(range(1, 61)) for block in blocks)
+    assert blocks[0] != blocks[1] and blocks[0] != list(range(1, 61))
+    # A seed and a seed a million later are as unrelated as two random draws (about 1 in 60 agree).
+    assert sum(spread(s, 1, 60) == spread(s + 1_000_000, 1, 60) for s in range(300)) <= 15
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_counts_are_wide_so_no_constant_count_passes(difficulty):
+    env_id, seeds = f"browse/count-v0:{difficulty}", range(40)
+    answers = [_env(env_id, s).question.solution.answer for s in seeds]
+    assert len(set(answers)) >= 30, sorted(answers)
+    assert max(int(a) for a in answers) >= 40
+    for constant in ("1", "2", "3", "4", "5", max(set(answers), key=answers.count)):
+        assert _passes(env_id, seeds, lambda env, c=constant: c) <= 2, constant
+
+
+def test_threshold_counts_keep_a_long_tail_beyond_the_count():
+    """The share of a list meeting the threshold varies widely at a given count, so it cannot give the count away."""
+    shares = []
+    for seed in range(30):
+        env = _env("browse/count-v0:medium", seed)
+        members = env.world.members(follow(env.world, env.question.program["owner"]).url, "region")
+        shares.append(int(env.question.solution.answer) / len(members))
+    assert min(shares) < 0.4 and max(shares) > 0.8
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_compare_is_a_balanced_two_way_choice_between_entities_of_one_kind(difficulty):
+    env_id, seeds, first_wins = f"browse/compare-v0:{difficulty}", range(20), 0
+    for seed in seeds:
+        env = _env(env_id, seed)
+        assert env.answer_choices == 2
+        a, b = (follow(env.world, ref) for ref in env.question.program["refs"])
+        assert a.kind == b.kind and a.name != b.name
+        first_wins += env.question.solution.answer == a.name
+        if difficulty == "easy":
+            # Both options are named in the question, the right one as often first as second.
+            assert a.name in env.question.text and b.name in env.question.text
+        for hedge in (f"{a.name} or {b.name}", f"{b.name}, {a.name}", f"{a.name}\n{b.name}"):
+            env.answer(hedge)
+            assert env.signals()["success"] == 0.0, hedge
+        assert sum(_passes(env_id, [seed], lambda env, n=n: n) for n in (a.name, b.name)) == 1
+    assert first_wins == len(seeds) // 2
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_age_answers_are_too_spread_for_a_typical_age(difficulty):
+    env_id, seeds = f"browse/age-v0:{difficulty}", range(40)
+    envs = [_env(env_id, s) for s in seeds]
+    answers = [int(env.question.solution.answer) for env in envs]
+    # Ages at founding or release sit between 18 and 70, so half the questions (all on hard) count from the
+    # founding of the person's birthplace instead: centuries, not decades.
+    from_town = sum(env.question.program["since"] == "birthplace" for env in envs)
+    assert from_town == (len(seeds) if difficulty == "hard" else len(seeds) // 2)
+    assert sum(a > 70 for a in answers) >= from_town // 2
+    # The commonest answer of these seeds, and typical ages, tried on other seeds.
+    for constant in (max(set(answers), key=answers.count), 30, 35, 40):
+        assert _passes(env_id, range(100, 140), lambda env, c=constant: str(c)) <= 2, constant
+
+
+def test_lookup_asks_for_figures_not_words_from_a_short_list():
+    for difficulty in DIFFICULTIES:
+        for seed in range(15):
+            env = _env(f"browse/lookup-v0:{difficulty}", seed)
+            assert ATTRS[env.question.program["attr"]].numeric and re.fullmatch(r"\d+", env.question.solution.answer)
+
+
+# The long tier: a trail fanning out from a list to three or more people and their birthplaces.
+
+
+def _tool_calls(transcript):
+    return sum(len(m.get("tool_calls") or []) for m in transcript if m["role"] == "assistant")
+
+
+def test_long_trail_demo_makes_ten_calls_or_more_and_passes():
+    for seed in (0, 1, 2, 1_000_000):
+        env = _env("browse/trail-v0:long", seed)
+        calls = _tool_calls(env.demo())
+        assert env.signals()["success"] == 1.0 and calls >= 10, (seed, calls)
+        assert len(env.question.solution.evidence) >= 9
+        assert calls <= registry.spec("browse/trail-v0:long").max_turns
+
+
+def _distractor_figures(site, town):
+    """2020-looking populations a careless reader could take for the town's: its twin's, its History's, a census page's."""
+    twins = [_number(site[u]["facts"]["Population (2020 census)"]) for u in site[town]["hatnote"] if site[u]["type"] == "town"]
+    history = [_number(n) for n in re.findall(r"At the \d{4} census the population was ([\d,]+)", " ".join(_document_lines(site, town)))]
+    census = [_number(shown[f"Population ({CENSUS_YEAR} census)"]) for page in site.values() if page["type"] == "census"
+              for url, shown in page["lists"]["Towns"] if url == town]
+    return {"twin": twins, "history": history, "census": census}
+
+
+def _document_lines(site, url):
+    return site[url]["raw"]
+
+
+def test_long_trail_answers_read_from_distractor_pages_fail():
+    seen = {"twin": 0, "history": 0, "census": 0}
+    for seed in range(4):
+        env = _env("browse/trail-v0:long", seed)
+        site = {url: {**_parse(lines), "raw": lines} for url, lines in ((u, _document(env, u)) for u in env.pages)}
+        program = env.question.program
+        person_label = RELATIONS[EVENTS[RELATIONS[program["relation"]].source][0]].label
+        members = _members(site, _follow(site, program["owner"]), program["relation"])
+        towns = sorted({site[site[m]["links"][person_label]]["links"]["Birthplace"] for m in members})
+        figures = {t: _number(site[t]["facts"]["Population (2020 census)"]) for t in towns}
+        right = sum(figures.values())
+        env.answer(str(right))
+        assert env.signals()["success"] == 1.0
+        for town in towns:
+            for kind, wrong in _distractor_figures(site, town).items():
+                for figure in wrong:
+                    seen[kind] += 1
+                    env.answer(str(right - figures[town] + figure))
+                    assert env.signals()["success"] == 0.0, (seed, town, kind)
+    assert all(seen.values()), seen
