@@ -26,6 +26,8 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 setup: $(VENV)/.installed
+	# The real-code swe families read pinned sdists from a local cache (seconds once fetched; the bugs are committed).
+	$(VENV)/bin/jointrl envs prepare swe
 
 quickstart: setup
 	$(VENV)/bin/jointrl quickstart

@@ -74,6 +74,8 @@ COMMANDS: list[Command] = [
         ("envs", "audit"), "how much shortcuts earn (no-op, constant, replayed, several answers), overlap, determinism",
         envs.add_audit_arguments, envs.run_audit,
     ),
+    Command(("envs", "prepare"), "fetch, verify and unpack a domain's pinned sources (swe: real packages) into the cache",
+            envs.add_prepare_arguments, envs.run_prepare),
     Command(
         ("sft",), "supervised cold start on the recipe's environment demonstrations; writes a checkpoint",
         sft.add_arguments, sft.run,

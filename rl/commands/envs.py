@@ -143,3 +143,17 @@ def run_audit(args: argparse.Namespace) -> int:
         console.print(f"FAIL {env_id}: {'; '.join(problems)}", markup=False)
     console.print(f"{len(rows) - len(failing)} of {len(rows)} ids meet the thresholds", markup=False)
     return 1 if failing else 0
+
+
+def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `jointrl envs prepare`."""
+    parser.add_argument("domain", choices=["swe"], help="the domain whose pinned sources to fetch (swe: real packages)")
+    parser.add_argument("--mine", action="store_true", help="also re-mine the committed bug manifest (slow)")
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """Fetch, verify (sha256) and unpack a domain's pinned sources into the local cache, so its envs run offline."""
+    from jointrl.envs.swe.realcode import prepare
+
+    prepare.run(mine_bugs=args.mine)
+    return 0

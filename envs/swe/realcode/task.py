@@ -1,0 +1,150 @@
+"""Build one real-code swe task from (family, difficulty, seed): mined bugs, their workspace and the issue.
+
+Train seeds (< HELD_OUT_START) draw from bugs in the package's training files, held-out seeds from bugs in
+its held-out files (manifest `held_out_files`), each in a seeded order; no held-out bug sits in a file a
+training bug mutates. `long` puts three bugs of one split, in three functions, into the package at once.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+from jointrl.envs.audit import HELD_OUT_START
+from jointrl.envs.swe.mutation import inverse_edit
+from jointrl.envs.swe.realcode import issue, manifest
+from jointrl.envs.swe.realcode.cases import Case
+from jointrl.envs.swe.realcode.prepare import workspace_files
+from jointrl.envs.swe.realcode.sources import Source, source
+
+# difficulty: (bugs, whether the issue points at the failing test and the function)
+LEVELS = {"easy": (1, True), "hard": (1, False), "long": (3, False)}
+MIN_LINES_APART = 30  # two bugs of one file this far apart keep their fixes separate edits
+MAX_DRAWS = 40  # bugs looked at, from the seed's place in the pool on, to complete a long task
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The edit that removes one bug: replace `old` (unique in the file while the bug is there) by `new`."""
+
+    path: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RealTask:
+    """Everything an episode needs; `cases` and the bugs stay on the host."""
+
+    family: str
+    difficulty: str
+    seed: int
+    pin: Source
+    bugs: tuple  # the manifest records of the injected bugs
+    fixes: tuple  # Fix per bug, in the order the demo applies them
+    files: dict  # the workspace: the package with the bugs in place, and its tests
+    pristine: dict  # the same without the bugs
+    issue: str
+    cases: tuple  # ((Case, reference outcome), ...): every graded case of the package
+    fail_to_pass: frozenset  # indices into cases the bugs change
+    start_passing: frozenset | None  # cases passing on the buggy package when known without a run
+
+    @property
+    def package(self) -> str:
+        return self.pin.package
+
+
+@lru_cache(maxsize=16)
+def pristine_files(family: str) -> dict:
+    """The unbugged workspace of a family (read once per process from the cache)."""
+    return workspace_files(source(family))
+
+
+def pool(family: str, held_out: bool) -> list[dict]:
+    """The bugs of one split in the seeded order seeds index."""
+    package = manifest.load()[family]
+    held = set(package["held_out_files"])
+    chosen = [b for b in package["bugs"] if (b["file"] in held) == held_out]
+    random.Random(f"realcode/{family}/{'held-out' if held_out else 'train'}").shuffle(chosen)
+    return chosen
+
+
+def symptom(cases: tuple, changed: list[int]) -> tuple[Case, dict]:
+    """The changed case a user would most likely hit: visible first, public module, shortest call and result."""
+    return min((cases[i] for i in changed),
+               key=lambda co: (not co[0].visible, "._" in co[0].module, len(co[0].args) + len(str(co[1])), co[0].key()))
+
+
+def _apply(text: str, bugs: list[dict]) -> str:
+    """`text` with the bugs of one file spliced in (from the last offset back, so earlier offsets hold)."""
+    for bug in sorted(bugs, key=lambda b: b["start"], reverse=True):
+        text = text[: bug["start"]] + bug["replacement"] + text[bug["end"]:]
+    return text
+
+
+def _choose(bugs: list[dict], start: int, count: int) -> list[dict]:
+    """`count` bugs (at least two when count > 1) from `start` on, wrapping: distinct functions, bugs of one
+    file far apart."""
+    chosen: list[dict] = []
+    for offset in range(min(len(bugs), MAX_DRAWS)):
+        bug = bugs[(start + offset) % len(bugs)]
+        clash = any((b["file"], b["function"]) == (bug["file"], bug["function"])
+                    or (b["file"] == bug["file"] and abs(b["line"] - bug["line"]) < MIN_LINES_APART) for b in chosen)
+        if not clash:
+            chosen.append(bug)
+        if len(chosen) == count:
+            return chosen
+    if len(chosen) >= min(count, 2):
+        return chosen  # a small held-out pool gives a long task two bugs rather than none
+    raise RuntimeError(f"no {count} separable bugs from position {start} of a pool of {len(bugs)}")
+
+
+def _fixes(pristine: dict, bugs: list[dict], files: dict) -> list[Fix] | None:
+    """One fix per bug, each the inverse edit of its bug alone; None when applied in turn they do not restore
+    the package exactly (a fix's text would no longer be unique)."""
+    fixes = []
+    for bug in bugs:
+        others = [b for b in bugs if b is not bug and b["file"] == bug["file"]]
+        old, new = inverse_edit(_apply(pristine[bug["file"]], others), files[bug["file"]])
+        fixes.append(Fix(bug["file"], old, new))
+    state = dict(files)
+    for fix in fixes:
+        if state[fix.path].count(fix.old) != 1:
+            return None
+        state[fix.path] = state[fix.path].replace(fix.old, fix.new)
+    return fixes if all(state[p] == pristine[p] for p in files) else None
+
+
+@lru_cache(maxsize=512)
+def build(family: str, difficulty: str, seed: int) -> RealTask:
+    """The task for (family, difficulty, seed); the same arguments always give the same task."""
+    if difficulty not in LEVELS:
+        raise ValueError(f"unknown difficulty {difficulty!r}; known: {', '.join(LEVELS)}")
+    if seed < 0:
+        raise ValueError(f"seed {seed} is negative")
+    count, pointed = LEVELS[difficulty]
+    pin = source(family)
+    pristine = pristine_files(family)
+    held_out = seed >= HELD_OUT_START
+    bugs = pool(family, held_out)
+    index = seed - HELD_OUT_START if held_out else seed
+    cases = tuple(manifest.graded_cases(family))
+    for attempt in range(len(bugs)):
+        chosen = _choose(bugs, index + attempt, count)
+        files = dict(pristine)
+        for path in sorted({b["file"] for b in chosen}):
+            files[path] = _apply(pristine[path], [b for b in chosen if b["file"] == path])
+        fixes = _fixes(pristine, chosen, files)
+        if fixes is not None:
+            break
+    else:
+        raise RuntimeError(f"swe/{family}:{difficulty} seed {seed}: no bugs whose fixes stay separate")
+    changed = frozenset(i for b in chosen for i in b["f2p_cases"])
+    if pointed:
+        text = issue.easy(pin.package, chosen[0])
+    else:
+        text = issue.hard(pin.package, pin.topic, [symptom(cases, b["f2p_cases"]) for b in chosen])
+    # One bug's changed cases are known from mining; for several at once grading runs the cases.
+    start = frozenset(range(len(cases))) - changed if count == 1 else None
+    return RealTask(family, difficulty, seed, pin, tuple(chosen), tuple(fixes), files, pristine, text, cases, changed,
+                    start)
