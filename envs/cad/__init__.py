@@ -17,6 +17,11 @@ FAMILIES = {
     "nut": "a hex nut blank, a nut with washer face, or a castle nut",
     "elbow": "a 90-degree pipe bend, with straight legs, with bolted end flanges",
 }
+# family -> what the part is; these come only at the long-horizon difficulty, one feature per drawing note.
+LONG_FAMILIES = {
+    "fixture": "a fixture plate whose six to nine features (holes, counterbores, pockets, slots, bosses, chamfers) "
+               "are drawing notes read one at a time",
+}
 DIFFICULTIES = {
     "easy": ("low", "every dimension and coordinate given"),
     "medium": ("high", "dimensions given relationally"),
@@ -25,7 +30,7 @@ DIFFICULTIES = {
 
 
 def register() -> None:
-    """Add every cad/<family>-v0:<difficulty> spec to the registry."""
+    """Add every cad/<family>-v0:<difficulty> spec, and the long-horizon cad/<family>-v0:long ones, to the registry."""
     from jointrl.envs.base import EnvSpec
     from jointrl.envs.registry import register as add
 
@@ -33,4 +38,11 @@ def register() -> None:
         for difficulty, (tier, detail) in DIFFICULTIES.items():
             add(EnvSpec(id=f"cad/{family}-v0:{difficulty}", entry_point="jointrl.envs.cad.env:CadEnv",
                         kwargs={"family": family}, default_tier=tier,
-                        description=f"CSG program for {what} ({detail}); success = IoU >= 0.99 with matching topology"))
+                        description=f"CSG program for {what} ({detail}); success = IoU >= 0.99 with matching topology "
+                                    f"and every feature in place"))
+    for family, what in LONG_FAMILIES.items():
+        # Reading each note and applying it in its own run takes two turns per note.
+        add(EnvSpec(id=f"cad/{family}-v0:long", entry_point="jointrl.envs.cad.env:DrawingCadEnv",
+                    kwargs={"family": family}, default_tier="max", max_turns=40,
+                    description=f"CSG program for {what}; success = IoU >= 0.99 with matching topology and every "
+                                f"feature in place"))

@@ -9,10 +9,11 @@ import manifold3d
 from jointrl.envs.base import Action, Env, ToolFailure, ToolResult, tool
 from jointrl.envs.cad import kit
 from jointrl.envs.cad.kit import mesh_io
-from jointrl.envs.cad.families import FAMILIES, make_part
-from jointrl.envs.cad.measure import iou, measure as measure_solid
-from jointrl.envs.cad.part import DIFFICULTIES, Part
-from jointrl.envs.cad.prompt import IOU_THRESHOLD, system_message, user_message
+from jointrl.envs.cad.families import check, make_part
+from jointrl.envs.cad.measure import measure as measure_solid
+from jointrl.envs.cad.part import Part
+from jointrl.envs.cad.prompt import system_message, user_message
+from jointrl.envs.cad.verify import score
 from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
 
 PROGRAM_FILE = "program.py"
@@ -35,10 +36,7 @@ class CadEnv(Env):
     """One CAD episode: build the described part with a CSG program; the submitted solid is scored against the target."""
 
     def __init__(self, difficulty: str = "easy", family: str = "plate", **kwargs):
-        if family not in FAMILIES:
-            raise ValueError(f"unknown CAD part family {family!r}; known: {', '.join(sorted(FAMILIES))}")
-        if difficulty not in DIFFICULTIES:
-            raise ValueError(f"unknown difficulty {difficulty!r} for cad/{family}; expected one of {DIFFICULTIES}")
+        check(family, difficulty)
         super().__init__(difficulty=difficulty, **kwargs)
         self.family = family
         self.part: Part | None = None
@@ -56,6 +54,11 @@ class CadEnv(Env):
         self._clear()
         self.part = make_part(self.family, self.difficulty, seed)
         return [{"role": "system", "content": system_message()}, {"role": "user", "content": user_message(self.part.text)}]
+
+    def task_key(self) -> str:
+        """The part's parameters: a held-out seed that draws a train seed's part repeats a memorisable task."""
+        assert self.part is not None, "reset() comes before task_key()"
+        return self.part.key()
 
     def _box(self) -> Sandbox:
         # Made on first use: an episode that never runs a program never pays for a workspace.
@@ -114,13 +117,12 @@ class CadEnv(Env):
     def _signals(self) -> dict[str, float]:
         facts = {"valid": float(self.mesh is not None), "submitted": float(self.submitted is not None),
                  "program_runs": float(self.program_runs)}
-        if self.part is None or self.submitted is None:
-            return {**facts, "success": 0.0, "iou": 0.0, "volume_error": 1.0, "topology_match": 0.0}
-        target, got = measure_solid(self.part.target), measure_solid(self.submitted)
-        overlap = iou(self.submitted, self.part.target)
-        same_topology = target.genus == got.genus and target.components == got.components
-        return {**facts, "iou": overlap, "volume_error": abs(got.volume - target.volume) / target.volume,
-                "topology_match": float(same_topology), "success": float(overlap >= IOU_THRESHOLD and same_topology)}
+        if self.part is None:
+            return {**score(None, None), **facts}
+        scored = score(self.part, self.submitted)
+        # The per-feature signals stay last: a cap on the number of signals drops those first.
+        summary = {k: v for k, v in scored.items() if not k.startswith("feature/")}
+        return {**summary, **facts, **{k: v for k, v in scored.items() if k.startswith("feature/")}}
 
     def _solution(self) -> Iterator[Action]:
         assert self.part is not None, "reset() comes before demo()"
@@ -128,6 +130,9 @@ class CadEnv(Env):
                      reasoning="Build the part from primitives placed as the description gives them: union the solid "
                                "pieces, subtract every hole and cut with cutters that overshoot the faces they open, "
                                "then save it.")
+        yield from self._check_and_submit()
+
+    def _check_and_submit(self) -> Iterator[Action]:
         yield Action("measure", reasoning="Check the saved solid's extents, volume and hole count before handing it in.")
         m = measure_solid(self.mesh)
         lo, hi = (", ".join(f"{c:g}" for c in (round(v, 2) for v in corner)) for corner in (m.bbox_min, m.bbox_max))
@@ -140,3 +145,32 @@ class CadEnv(Env):
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
+
+
+class DrawingCadEnv(CadEnv):
+    """The long-horizon CAD episode: the part's features are numbered drawing notes, read one at a time with a tool."""
+
+    def __init__(self, difficulty: str = "long", family: str = "fixture", **kwargs):
+        super().__init__(difficulty=difficulty, family=family, **kwargs)
+
+    @tool("Read one numbered note of the drawing: the feature it adds to or removes from the part.",
+          {"type": "object", "properties": {"number": {"type": "integer", "minimum": 1, "description": "The note's number."}},
+           "required": ["number"]})
+    def read_note(self, number: int) -> str:
+        assert self.part is not None, "reset() comes before tools"
+        if not 1 <= number <= len(self.part.notes):
+            raise ToolFailure(f"the drawing has notes 1 to {len(self.part.notes)}; there is no note {number}")
+        return self.part.notes[number - 1]
+
+    def _solution(self) -> Iterator[Action]:
+        assert self.part is not None, "reset() comes before demo()"
+        stock, *steps = self.part.steps
+        yield Action("run_program", {"code": stock},
+                     reasoning="Start from the stock block and keep it in a work file, so that each later run applies "
+                               "one note to the part the run before it kept, and a mistake shows up at its own note.")
+        for number, step in enumerate(steps, start=1):
+            yield Action("read_note", {"number": number}, reasoning=f"Read note {number} of the drawing.")
+            yield Action("run_program", {"code": step},
+                         reasoning=f"Apply note {number}: load the part kept so far, add or cut this feature at the "
+                                   f"position the note gives, and save it again.")
+        yield from self._check_and_submit()

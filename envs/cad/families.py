@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from jointrl.envs.cad import fittings, plates, profiles, turned
+from jointrl.envs.cad import fittings, fixture, plates, profiles, turned
 from jointrl.envs.cad.part import DIFFICULTIES, Part
 
 FAMILIES = {
@@ -20,11 +20,26 @@ FAMILIES = {
 }
 
 
-def make_part(family: str, difficulty: str, seed: int) -> Part:
-    """The task for one seed; the same arguments always give the same part."""
+# Families that come only at the long-horizon difficulty, their features given by drawing notes.
+LONG = "long"
+LONG_FAMILIES = {"fixture": fixture.fixture}
+
+
+def check(family: str, difficulty: str) -> None:
+    """Raise a ValueError naming the problem unless (family, difficulty) is a known part family at a difficulty it has."""
+    if family in LONG_FAMILIES:
+        if difficulty != LONG:
+            raise ValueError(f"cad/{family} comes only at difficulty {LONG!r}, got {difficulty!r}")
+        return
     if family not in FAMILIES:
-        raise ValueError(f"unknown CAD part family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+        raise ValueError(f"unknown CAD part family {family!r}; known: {', '.join(sorted([*FAMILIES, *LONG_FAMILIES]))}")
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r} for cad/{family}; expected one of {DIFFICULTIES}")
+
+
+def make_part(family: str, difficulty: str, seed: int) -> Part:
+    """The task for one seed; the same arguments always give the same part."""
+    check(family, difficulty)
     # A string seed hashes the same in every process (unlike hash() of a tuple under PYTHONHASHSEED).
-    return FAMILIES[family](random.Random(f"cad/{family}-v0:{difficulty}/{seed}"), difficulty)
+    rng = random.Random(f"cad/{family}-v0:{difficulty}/{seed}")
+    return LONG_FAMILIES[family](rng) if family in LONG_FAMILIES else FAMILIES[family](rng, difficulty)

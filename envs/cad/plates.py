@@ -4,23 +4,25 @@ from __future__ import annotations
 import math
 import random
 
-from jointrl.envs.cad.kit.csg import box, cylinder, difference, prism, translate, union
-from jointrl.envs.cad.part import Part, listing, num, point, points, polar, program, sample
+from jointrl.envs.cad.kit.csg import box, cylinder, prism, translate
+from jointrl.envs.cad.part import Part, add, cut, listing, num, point, points, polar, program, sample
 
 
 def plate(rng: random.Random, difficulty: str) -> Part:
     """A plate with a grid of through-holes (easy, medium) or corner holes plus a bore and bolt circle (hard)."""
     if difficulty == "hard":
         return _plate_circle(rng)
-    nx, ny = rng.choice([2, 3, 4]), rng.choice([2, 3])
-    d = rng.choice([5, 6, 8])
-    e = rng.choice([8, 10, 12])
-    px, py = rng.randrange(d + 6, 31, 2), rng.randrange(d + 6, 27, 2)
-    t = rng.choice([4, 5, 6, 8])
+    nx, ny = rng.randint(2, 5), rng.randint(2, 4)
+    d = rng.randint(4, 10)
+    e = rng.randint(d // 2 + 4, 16)
+    px, py = rng.randint(d + 4, 36), rng.randint(d + 4, 32)
+    t = rng.randint(3, 10)
     w, depth = 2 * e + (nx - 1) * px, 2 * e + (ny - 1) * py
     xs, ys = [e + i * px for i in range(nx)], [e + j * py for j in range(ny)]
-
-    target = difference(box((w, depth, t)), [translate(cylinder(t + 2, d / 2), (x, y, -1)) for y in ys for x in xs])
+    params = {"nx": nx, "ny": ny, "d": d, "e": e, "px": px, "py": py, "t": t}
+    features = [add("plate", box((w, depth, t)))]
+    features += [cut(f"hole_{i + 1}", translate(cylinder(t + 2, d / 2), (x, y, -1)))
+                 for i, (x, y) in enumerate((x, y) for y in ys for x in xs)]
     if difficulty == "easy":
         centres = listing([point(x, y) for y in ys for x in xs])
         text = (f"Model a flat plate occupying 0 <= x <= {w}, 0 <= y <= {depth}, 0 <= z <= {t}. "
@@ -40,17 +42,17 @@ for y in {ys}:
 part = difference(plate, holes)
 save(part)
 """)
-    return Part("plate", text, code, target)
+    return Part("plate", text, code, tuple(features), params)
 
 
 def _plate_circle(rng: random.Random) -> Part:
     def draw():
-        p = {"bore": rng.choice([16, 20, 24, 30]), "d2": rng.choice([5, 6]), "k": rng.choice([4, 5, 6, 8]),
-             "d1": rng.choice([5, 6, 8]), "e": rng.choice([6, 8]), "t": rng.choice([5, 6, 8])}
-        p["pcd"] = p["bore"] + p["d2"] + 2 * rng.choice([4, 6, 8])
-        p["depth"] = 5 * math.ceil((p["pcd"] + p["d2"] + 12) / 5) + 5 * rng.randint(0, 2)
-        p["w"] = p["depth"] + rng.choice([10, 20, 30])
-        p["a0"] = rng.choice([0, 180 / p["k"]])
+        p = {"bore": rng.randrange(12, 41, 2), "d2": rng.randint(4, 8), "k": rng.randint(3, 8),
+             "d1": rng.randint(4, 9), "e": rng.randint(5, 10), "t": rng.randint(4, 10)}
+        p["pcd"] = p["bore"] + p["d2"] + 2 * rng.randint(3, 10)
+        p["depth"] = 5 * math.ceil((p["pcd"] + p["d2"] + 12) / 5) + 5 * rng.randint(0, 3)
+        p["w"] = p["depth"] + 5 * rng.randint(1, 8)
+        p["a0"] = rng.randrange(0, math.ceil(360 / p["k"]), 5)
         return p
 
     def sound(p):
@@ -63,11 +65,11 @@ def _plate_circle(rng: random.Random) -> Part:
     cx, cy = w / 2 - e, depth / 2 - e
     corners = [(sx * cx, sy * cy) for sx, sy in [(1, 1), (-1, 1), (-1, -1), (1, -1)]]
     circle = [polar(p["pcd"] / 2, p["a0"] + i * 360 / k) for i in range(k)]
-    cutters = [translate(cylinder(t + 2, p["bore"] / 2), (0, 0, -1))]
-    cutters += [translate(cylinder(t + 2, p["d1"] / 2), (x, y, -1)) for x, y in corners]
-    cutters += [translate(cylinder(t + 2, p["d2"] / 2), (x, y, -1)) for x, y in circle]
     # A centred box spans -t/2..t/2 in z; the part sits on z = 0.
-    target = difference(translate(box((w, depth, t), center=True), (0, 0, t / 2)), cutters)
+    features = [add("plate", translate(box((w, depth, t), center=True), (0, 0, t / 2))),
+                cut("bore", translate(cylinder(t + 2, p["bore"] / 2), (0, 0, -1)))]
+    features += [cut(f"corner_hole_{i + 1}", translate(cylinder(t + 2, p["d1"] / 2), (x, y, -1))) for i, (x, y) in enumerate(corners)]
+    features += [cut(f"bolt_hole_{i + 1}", translate(cylinder(t + 2, p["d2"] / 2), (x, y, -1))) for i, (x, y) in enumerate(circle)]
     text = (f"Model a rectangular mounting plate {w} x {depth} x {t} mm (x by y by z), centred on the origin in x and "
             f"y with its bottom face on z = 0. It has: a central vertical through-bore of diameter {p['bore']}; "
             f"{k} through-holes of diameter {p['d2']} evenly spaced on a circle of diameter {p['pcd']} about the "
@@ -84,29 +86,32 @@ for i in range({k}):
 part = difference(plate, cutters)
 save(part)
 """)
-    return Part("plate", text, code, target)
+    return Part("plate", text, code, tuple(features), p)
 
 
 def bracket(rng: random.Random, difficulty: str) -> Part:
     """An L-bracket: base and upright with holes; hard adds corner gussets and a slot in place of the base holes."""
     def draw():
-        p = {"l": rng.choice([60, 70, 80, 90]), "w": rng.choice([30, 40, 50]), "t": rng.choice([5, 6, 8]),
-             "h": rng.choice([40, 50, 60]), "db": rng.choice([5, 6, 8]), "du": rng.choice([5, 6]),
-             "f": rng.choice([10, 12, 15]), "pitch": rng.choice([15, 20, 25]), "top": rng.choice([10, 12, 15]),
-             "g": rng.choice([4, 5]), "leg": rng.choice([15, 20]), "ws": rng.choice([6, 8]), "ls": rng.choice([15, 20, 25])}
-        p["s"] = rng.randrange(p["du"] + 4, p["w"] - p["du"] - 2 * p["g"] - 4 + 1, 2)
+        p = {"l": rng.randrange(50, 121, 5), "w": rng.randrange(26, 61, 2), "t": rng.randint(4, 10),
+             "h": rng.randrange(35, 91, 5), "db": rng.randint(4, 10), "du": rng.randint(4, 8),
+             "f": rng.randint(8, 18), "pitch": rng.randrange(12, 41), "top": rng.randint(8, 18),
+             "g": rng.randint(3, 6), "leg": rng.randrange(12, 31), "ws": rng.randint(5, 10), "ls": rng.randrange(10, 31)}
+        p["s"] = rng.randrange(p["du"] + 4, max(p["du"] + 5, p["w"] - p["du"] - 2 * p["g"] - 3), 2)
         return p
 
     def sound(p):
-        return p["l"] - p["f"] - p["pitch"] >= p["t"] + p["db"] / 2 + 3 and p["leg"] <= min(p["l"], p["h"]) - p["t"] - 10
+        return (p["s"] <= p["w"] - p["du"] - 2 * p["g"] - 4 and p["l"] - p["f"] - p["pitch"] >= p["t"] + p["db"] / 2 + 3 and p["leg"] <= min(p["l"], p["h"]) - p["t"] - 10
+                and p["ls"] + p["ws"] + 4 <= p["l"] - p["t"] and p["top"] + p["du"] / 2 + 3 <= p["h"] - p["t"] - p["leg"]
+                and p["f"] >= p["db"] / 2 + 3 and p["pitch"] >= p["db"] + 3 and p["top"] >= p["du"] / 2 + 3)
 
     p = sample(draw, sound)
     l, w, t, h = p["l"], p["w"], p["t"], p["h"]
     base_holes = [(l - p["f"], w / 2), (l - p["f"] - p["pitch"], w / 2)]
     up_z = h - p["top"]
     up_holes = [(w / 2 - p["s"] / 2, up_z), (w / 2 + p["s"] / 2, up_z)]
-    body = [box((l, w, t)), box((t, w, h))]
-    cutters = [translate(cylinder(t + 2, p["du"] / 2, axis="x"), (-1, y, z)) for y, z in up_holes]
+    features = [add("base", box((l, w, t))), add("upright", box((t, w, h)))]
+    features += [cut(f"upright_hole_{i + 1}", translate(cylinder(t + 2, p["du"] / 2, axis="x"), (-1, y, z)))
+                 for i, (y, z) in enumerate(up_holes)]
     frame = (f"Model an L-bracket. Its base plate occupies 0 <= x <= {l}, 0 <= y <= {w}, 0 <= z <= {t}; its upright "
              f"plate occupies 0 <= x <= {t}, 0 <= y <= {w}, 0 <= z <= {h}.")
     if difficulty == "easy":
@@ -132,9 +137,9 @@ def bracket(rng: random.Random, difficulty: str) -> Part:
         xs, ls, ws, g, leg = (t + l) / 2, p["ls"], p["ws"], p["g"], p["leg"]
         # Axis-y prisms take (z, x) points: the triangle's right angle sits in the inside corner.
         gusset = prism([(t, t), (t + leg, t), (t, t + leg)], g, axis="y")
-        body += [gusset, translate(gusset, (0, w - g, 0))]
-        cutters += [translate(box((ls, ws, t + 2)), (xs - ls / 2, w / 2 - ws / 2, -1))]
-        cutters += [translate(cylinder(t + 2, ws / 2), (x, w / 2, -1)) for x in (xs - ls / 2, xs + ls / 2)]
+        features += [add("gusset_1", gusset), add("gusset_2", translate(gusset, (0, w - g, 0)))]
+        features.append(cut("slot", translate(box((ls, ws, t + 2)), (xs - ls / 2, w / 2 - ws / 2, -1)),
+                            [translate(cylinder(t + 2, ws / 2), (x, w / 2, -1)) for x in (xs - ls / 2, xs + ls / 2)]))
         base_code = f"""
 # The slot: a box between the two end-circle centres plus a cylinder at each end.
 slot_x = ({t} + {l}) / 2
@@ -146,12 +151,12 @@ gusset = prism([({t}, {t}), ({t + leg}, {t}), ({t}, {t + leg})], {g}, axis="y")
 body = union(body, gusset, translate(gusset, (0, {w - g}, 0)))
 """
     else:
-        cutters += [translate(cylinder(t + 2, p["db"] / 2), (x, y, -1)) for x, y in base_holes]
+        features += [cut(f"base_hole_{i + 1}", translate(cylinder(t + 2, p["db"] / 2), (x, y, -1)))
+                     for i, (x, y) in enumerate(base_holes)]
         base_code = f"""
 for x, y in {points(base_holes)}:
     cutters.append(translate(cylinder({t + 2}, {num(p['db'] / 2)}), (x, y, -1)))
 """
-    target = difference(union(body), cutters)
     code = program(f"""
 body = union(box(({l}, {w}, {t})), box(({t}, {w}, {h})))
 cutters = []
@@ -162,18 +167,19 @@ for y, z in {points(up_holes)}:
 part = difference(body, cutters)
 save(part)
 """)
-    return Part("bracket", text, code, target)
+    return Part("bracket", text, code, tuple(features), p)
 
 
 def pocket(rng: random.Random, difficulty: str) -> Part:
     """A block with a pocket: explicit (easy), by wall thickness (medium), or compartments with drain holes (hard)."""
-    l, w, h = rng.choice([60, 70, 80, 90, 100]), rng.choice([40, 50, 60]), rng.choice([20, 25, 30])
-    wall, floor = rng.choice([4, 5, 6]), rng.choice([4, 5, 6])
+    l, w, h = rng.randrange(50, 121, 2), rng.randrange(30, 81, 2), rng.randint(15, 40)
+    wall, floor = rng.randint(3, 8), rng.randint(3, 8)
     frame = f"Model a block occupying 0 <= x <= {l}, 0 <= y <= {w}, 0 <= z <= {h}"
     if difficulty == "easy":
-        x0, x1 = rng.choice([5, 6, 8, 10, 12]), l - rng.choice([5, 6, 8, 10, 12])
-        y0, y1 = rng.choice([5, 6, 8, 10]), w - rng.choice([5, 6, 8, 10])
-        target = difference(box((l, w, h)), translate(box((x1 - x0, y1 - y0, h - floor + 1)), (x0, y0, floor)))
+        x0, x1 = rng.randint(4, 20), l - rng.randint(4, 20)
+        y0, y1 = rng.randint(4, 12), w - rng.randint(4, 12)
+        params = {"l": l, "w": w, "h": h, "floor": floor, "x0": x0, "x1": x1, "y0": y0, "y1": y1}
+        features = (add("block", box((l, w, h))), cut("pocket", translate(box((x1 - x0, y1 - y0, h - floor + 1)), (x0, y0, floor))))
         text = (frame + f" with a rectangular pocket cut down from the top face: the pocket occupies "
                 f"{x0} <= x <= {x1}, {y0} <= y <= {y1}, {floor} <= z <= {h}.")
         code = program(f"""
@@ -183,14 +189,23 @@ pocket = translate(box(({x1 - x0}, {y1 - y0}, {h - floor + 1})), ({x0}, {y0}, {f
 part = difference(block, pocket)
 save(part)
 """)
-        return Part("pocket", text, code, target)
-    n = 1 if difficulty == "medium" else rng.choice([2, 3])
-    rib, drain = rng.choice([3, 4, 5]), rng.choice([5, 6, 8])
+        return Part("pocket", text, code, features, params)
+    n = 1 if difficulty == "medium" else rng.randint(2, 4)
+    rib, drain = rng.randint(2, 6), rng.randint(4, 10)
+    # Fewer compartments where the block is too short for them (two always fit: l >= 50, walls and rib <= 22).
+    while n > 2 and (l - 2 * wall - (n - 1) * rib) / n < 14:
+        n -= 1
     inner = (l - 2 * wall - (n - 1) * rib) / n
+    # Narrow compartments get a drain that still leaves floor around it.
+    drain = min(drain, math.floor(inner) - 4, w - 2 * wall - 4)
+    params = {"l": l, "w": w, "h": h, "wall": wall, "floor": floor, "n": n}
+    params.update({"rib": rib, "drain": drain} if n > 1 else {})
     starts = [wall + i * (inner + rib) for i in range(n)]
-    pockets = [translate(box((inner, w - 2 * wall, h - floor + 1)), (x, wall, floor)) for x in starts]
-    drains = [translate(cylinder(floor + 2, drain / 2), (x + inner / 2, w / 2, -1)) for x in starts] if n > 1 else []
-    target = difference(box((l, w, h)), pockets + drains)
+    features = [add("block", box((l, w, h)))]
+    features += [cut(f"compartment_{i + 1}" if n > 1 else "pocket", translate(box((inner, w - 2 * wall, h - floor + 1)), (x, wall, floor)))
+                 for i, x in enumerate(starts)]
+    if n > 1:
+        features += [cut(f"drain_{i + 1}", translate(cylinder(floor + 2, drain / 2), (x + inner / 2, w / 2, -1))) for i, x in enumerate(starts)]
     if n == 1:
         text = (frame + f", hollowed from the top into an open box: a single rectangular pocket leaves side walls "
                 f"{wall} mm thick all round and a floor {floor} mm thick.")
@@ -219,4 +234,4 @@ for i in range(n):
 part = difference(box(({l}, {w}, {h})), cutters)
 save(part)
 """)
-    return Part("pocket", text, code, target)
+    return Part("pocket", text, code, tuple(features), params)

@@ -4,47 +4,55 @@ from __future__ import annotations
 import math
 import random
 
-from jointrl.envs.cad.kit.csg import box, cylinder, difference, prism, rotate, translate, union
-from jointrl.envs.cad.part import Part, listing, num, point, points, polar, program, sample
+from jointrl.envs.cad.kit.csg import box, cylinder, prism, rotate, translate, union
+from jointrl.envs.cad.part import Part, add, cut, listing, num, point, points, polar, program, sample
 
 
 def channel(rng: random.Random, difficulty: str) -> Part:
     """A bar extruded along x: a U-channel from explicit vertices, a lipped C-channel, or a four-slot T-slot bar."""
-    length = rng.randrange(80, 151, 10)
+    length = rng.randrange(60, 201, 5)
     if difficulty == "hard":
         return _tslot(rng, length)
     if difficulty == "easy":
-        b, h, t, tb = rng.choice([30, 40, 50, 60]), rng.choice([20, 25, 30, 40]), rng.choice([3, 4, 5]), rng.choice([3, 4, 5])
+        b, h, t, tb = rng.randrange(24, 81, 2), rng.randrange(16, 51, 2), rng.randint(2, 6), rng.randint(2, 6)
         profile = [(0, 0), (b, 0), (b, h), (b - t, h), (b - t, tb), (t, tb), (t, h), (0, h)]
+        params = {"length": length, "b": b, "h": h, "t": t, "tb": tb}
+        # The base and the two walls, each its own feature.
+        features = (add("base", box((length, b, tb))), add("wall_1", box((length, t, h))),
+                    add("wall_2", translate(box((length, t, h)), (0, b - t, 0))))
         text = (f"Model a straight U-channel extruded along x from x = 0 to x = {length}. Its cross-section in the "
                 f"(y, z) plane is the polygon with vertices (y, z) = {listing([point(*v) for v in profile])}, "
                 f"in that order.")
     else:
-        p = sample(lambda: {"b": rng.choice([30, 40, 50, 60]), "h": rng.choice([20, 25, 30, 40]),
-                            "t": rng.choice([2, 3, 4]), "c": rng.choice([4, 5, 6, 8, 10])},
+        p = sample(lambda: {"b": rng.randrange(24, 81, 2), "h": rng.randrange(16, 51, 2),
+                            "t": rng.randint(2, 5), "c": rng.randint(4, 12)},
                    lambda p: p["b"] - 2 * (p["t"] + p["c"]) >= 6 and p["h"] - 2 * p["t"] >= 6)
         b, h, t, c = p["b"], p["h"], p["t"], p["c"]
+        params = {"length": length, **p}
+        features = (add("base", box((length, b, t))), add("wall_1", box((length, t, h))),
+                    add("wall_2", translate(box((length, t, h)), (0, b - t, 0))),
+                    add("lip_1", translate(box((length, t + c, t)), (0, 0, h - t))),
+                    add("lip_2", translate(box((length, t + c, t)), (0, b - t - c, h - t))))
         profile = [(0, 0), (b, 0), (b, h), (b - t - c, h), (b - t - c, h - t), (b - t, h - t), (b - t, t), (t, t),
                    (t, h - t), (t + c, h - t), (t + c, h), (0, h)]
         text = (f"Model a straight lipped C-channel extruded along x from x = 0 to x = {length}. Its cross-section "
                 f"fills 0 <= y <= {b}, 0 <= z <= {h} around an open interior: the base (along z = 0) and the two side "
                 f"walls are {t} mm thick, and at the top of each side wall a lip {t} mm thick, flush with the top "
                 f"face, reaches {c} mm inward from the wall's inner face, leaving the channel open between the lips.")
-    target = prism(profile, length, axis="x")
     code = program(f"""
 # Axis-x prisms take (y, z) points and run from x = 0 to the given length.
 profile = {points(profile)}
 part = prism(profile, {length}, axis="x")
 save(part)
 """)
-    return Part("channel", text, code, target)
+    return Part("channel", text, code, features, params)
 
 
 def _tslot(rng: random.Random, length: int) -> Part:
     def draw():
-        p = {"s": rng.choice([30, 40, 45]), "n": rng.choice([3, 4]), "k": rng.choice([5, 6]), "a": rng.choice([6, 8]),
-             "d": rng.choice([5, 6, 8])}
-        p["c"] = p["a"] + rng.choice([6, 8, 10])
+        p = {"s": rng.randrange(24, 61, 2), "n": rng.randint(2, 5), "k": rng.randint(3, 7), "a": rng.randint(5, 10),
+             "d": rng.randint(4, 12)}
+        p["c"] = p["a"] + 2 * rng.randint(2, 6)
         return p
 
     def sound(p):
@@ -57,9 +65,9 @@ def _tslot(rng: random.Random, length: int) -> Part:
     half = s / 2
     slot = union(translate(box((length + 2, a, n + 1)), (-1, half - a / 2, s - n)),
                  translate(box((length + 2, c, k)), (-1, half - c / 2, s - n - k)))
-    cutters = [translate(cylinder(length + 2, d / 2, axis="x"), (-1, half, half))]
-    cutters += [translate(rotate(translate(slot, (0, -half, -half)), (90 * i, 0, 0)), (0, half, half)) for i in range(4)]
-    target = difference(box((length, s, s)), cutters)
+    features = [add("bar", box((length, s, s))), cut("bore", translate(cylinder(length + 2, d / 2, axis="x"), (-1, half, half)))]
+    features += [cut(f"slot_{i + 1}", translate(rotate(translate(slot, (0, -half, -half)), (90 * i, 0, 0)), (0, half, half)))
+                 for i in range(4)]
     text = (f"Model a square T-slot bar occupying 0 <= x <= {length}, 0 <= y <= {s}, 0 <= z <= {s}. Each of its four "
             f"long faces has a T-slot running the full length, centred on the face: an opening {a} mm wide and {n} mm "
             f"deep, widening beneath it into a cavity {c} mm wide and {k} mm deep (centred on the opening). A "
@@ -79,16 +87,16 @@ for i in range(4):
 part = difference(bar, cutters)
 save(part)
 """)
-    return Part("channel", text, code, target)
+    return Part("channel", text, code, tuple(features), {"length": length, **p})
 
 
 def star(rng: random.Random, difficulty: str) -> Part:
     """A gear-like star prism with a bore; medium adds lightening holes, hard a hub boss and a keyway too."""
     def draw():
-        p = {"n": rng.randint(6, 12), "tip": rng.choice([25, 28, 30, 32, 35, 40]), "depth": rng.choice([4, 5, 6, 8]),
-             "h": rng.choice([6, 8, 10]), "bore": rng.choice([8, 10, 12]), "m": rng.choice([3, 4, 5, 6]),
-             "dl": rng.choice([5, 6, 8]), "hub": rng.choice([18, 20, 22, 24]), "hh": rng.choice([5, 6, 8]),
-             "kw": rng.choice([3, 4]), "kd": rng.choice([1.5, 2, 2.5])}
+        p = {"n": rng.randint(5, 16), "tip": rng.randint(20, 45), "depth": rng.randint(3, 9),
+             "h": rng.randint(4, 12), "bore": rng.randrange(6, 17, 2), "m": rng.randint(3, 8),
+             "dl": rng.randint(4, 10), "hub": rng.randrange(16, 31, 2), "hh": rng.randint(3, 10),
+             "kw": rng.randint(2, 5), "kd": rng.choice([1, 1.5, 2, 2.5, 3])}
         p["root"] = p["tip"] - p["depth"]
         p["rl"] = (p["bore"] / 2 + p["root"]) / 2
         return p
@@ -96,19 +104,20 @@ def star(rng: random.Random, difficulty: str) -> Part:
     def sound(p):
         inner = p["hub"] / 2 if difficulty == "hard" else p["bore"] / 2
         return (p["rl"] - p["dl"] / 2 >= inner + 2 and p["rl"] + p["dl"] / 2 <= p["root"] - 2
-                and 2 * p["rl"] * math.sin(math.pi / p["m"]) >= p["dl"] + 2 and p["bore"] / 2 + p["kd"] <= p["hub"] / 2 - 2)
+                and 2 * p["rl"] * math.sin(math.pi / p["m"]) >= p["dl"] + 2 and p["bore"] / 2 + p["kd"] <= p["hub"] / 2 - 2
+                and p["kw"] <= p["bore"] - 2)
 
     p = sample(draw, sound)
     n, tip, root, h, bore, m = p["n"], p["tip"], p["root"], p["h"], p["bore"], p["m"]
     outline = [polar(tip if i % 2 == 0 else root, i * 180 / n) for i in range(2 * n)]
     hub_h = p["hh"] if difficulty == "hard" else 0
-    body = [prism(outline, h)] + ([translate(cylinder(hub_h, p["hub"] / 2), (0, 0, h))] if hub_h else [])
-    cutters = [translate(cylinder(h + hub_h + 2, bore / 2), (0, 0, -1))]
+    features = [add("star", prism(outline, h))] + ([add("hub", translate(cylinder(hub_h, p["hub"] / 2), (0, 0, h)))] if hub_h else [])
+    features.append(cut("bore", translate(cylinder(h + hub_h + 2, bore / 2), (0, 0, -1))))
     holes = [polar(p["rl"], (i + 0.5) * 360 / m) for i in range(m)] if difficulty != "easy" else []
-    cutters += [translate(cylinder(h + 2, p["dl"] / 2), (x, y, -1)) for x, y in holes]
+    features += [cut(f"lightening_hole_{i + 1}", translate(cylinder(h + 2, p["dl"] / 2), (x, y, -1))) for i, (x, y) in enumerate(holes)]
     if difficulty == "hard":
-        cutters.append(translate(box((bore / 2 + p["kd"], p["kw"], h + hub_h + 2)), (0, -p["kw"] / 2, -1)))
-    target = difference(union(body), cutters)
+        features.append(cut("keyway", translate(box((bore / 2 + p["kd"], p["kw"], h + hub_h + 2)), (0, -p["kw"] / 2, -1))))
+    used = ("n", "tip", "depth", "h", "bore") + (("m", "dl") if holes else ()) + (("hub", "hh", "kw", "kd") if hub_h else ())
 
     if difficulty == "easy":
         tips = listing([num(i * 360 / n) for i in range(n)])
@@ -149,4 +158,4 @@ def star(rng: random.Random, difficulty: str) -> Part:
         lines += ["# The keyway: a box from the axis out past the bore on the +x side.",
                   f"cutters.append(translate(box(({num(bore / 2 + p['kd'])}, {p['kw']}, h + {hub_h + 2})), (0, {num(-p['kw'] / 2)}, -1)))"]
     lines += ["part = difference(body, cutters)", "save(part)"]
-    return Part("star", text, program("\n".join(lines)), target)
+    return Part("star", text, program("\n".join(lines)), tuple(features), {k: p[k] for k in used})

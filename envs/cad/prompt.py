@@ -6,6 +6,9 @@ import inspect
 from jointrl.envs.cad.kit import csg, mesh_io
 
 IOU_THRESHOLD = 0.99
+# The share of a feature's region that must match: a hole of the wrong size or place, or a counterbore of
+# half the depth, falls below it, while a finer tessellation of the same feature stays above.
+FEATURE_MATCH = 0.9
 
 
 def _signature(name: str) -> str:
@@ -35,14 +38,14 @@ The API: `from cadkit import box, cylinder, ...`. Every solid is a manifold3d.Ma
 {api_reference()}
 Circles are {csg.SEGMENTS}-gons with a vertex on the first in-plane axis, and targets are built at that resolution, so keep the defaults. Cutters that open a face should overshoot it (e.g. start a through-hole at z = -1 and make it 2 mm longer than the material) so no face is shared.
 
-Saving: the program must end by calling save(part) with the finished solid; that writes {mesh_io.MESH_FILE} in the working directory (arrays `vertices` [V, 3] float and `triangles` [T, 3] int, counter-clockwise seen from outside). Writing that file yourself with numpy.savez works as well. The mesh must be closed and watertight (every edge shared by exactly two triangles).
+Saving: the program must end by calling save(part) with the finished solid; that writes {mesh_io.MESH_FILE} in the working directory (arrays `vertices` [V, 3] float and `triangles` [T, 3] int, counter-clockwise seen from outside). Writing that file yourself with numpy.savez works as well. To carry a solid from one run to the next, save(part, "name.npz") in one run and part = load("name.npz") in a later one. The mesh must be closed and watertight (every edge shared by exactly two triangles).
 
 Tools:
 - run_program(code): runs your complete program in a fresh Python process (nothing carries over between runs except files) and reports its output and whether it saved a valid part.
 - measure(): volume, bounding box, number of bodies and genus (through-holes) of the last saved part.
 - submit(): hands in the last saved part and ends the episode.
 
-Scoring: the submitted part is compared with the specified one by volumetric IoU (intersection volume / union volume). It is correct when the IoU is at least {IOU_THRESHOLD} and it has the same number of bodies and the same genus as the specified part."""
+Scoring: the submitted part is compared with the specified one by volumetric IoU (intersection volume / union volume). It is correct when the IoU is at least {IOU_THRESHOLD}, it has the same number of bodies and the same genus as the specified part, and every feature the task describes is in place: at least {FEATURE_MATCH:.0%} of the material each cut feature (hole, counterbore, recess, keyway, slot, pocket, flat) removes is absent from your part, and at least {FEATURE_MATCH:.0%} of the material each added feature (disc, hub, boss, gusset, flange, lip) contributes is present."""
 
 
 def user_message(task: str) -> str:

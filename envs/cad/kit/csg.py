@@ -15,7 +15,7 @@ import numpy as np
 from . import mesh_io
 
 __all__ = ["box", "cylinder", "sphere", "circle_points", "prism", "regular_prism", "revolve", "translate", "rotate",
-           "mirror", "union", "difference", "intersection", "volume", "bounding_box", "save"]
+           "mirror", "union", "difference", "intersection", "volume", "bounding_box", "save", "load"]
 
 Shape = manifold3d.Manifold
 SEGMENTS = 32
@@ -183,11 +183,21 @@ def bounding_box(shape: Shape) -> tuple[tuple[float, float, float], tuple[float,
     return (b[0], b[1], b[2]), (b[3], b[4], b[5])
 
 
-def save(shape: Shape) -> None:
-    """Write the finished solid to `part.npz` in the working directory (the part the env reads) and print a summary."""
+def save(shape: Shape, path: str = MESH_FILE) -> None:
+    """Write the solid to `path` (by default part.npz, the part the env reads) and print a summary."""
     if not isinstance(shape, Shape):
         raise TypeError(f"save expects a solid (manifold3d.Manifold), got {type(shape).__name__}")
     if shape.is_empty():
         raise ValueError("refusing to save an empty solid (did a difference remove everything?)")
-    mesh_io.write(MESH_FILE, shape)
-    print(f"saved {MESH_FILE}: {shape.num_tri()} triangles, volume {shape.volume():.2f} mm^3")
+    mesh_io.write(path, shape)
+    print(f"saved {path}: {shape.num_tri()} triangles, volume {shape.volume():.2f} mm^3")
+
+
+def load(path: str) -> Shape:
+    """Read a solid an earlier run saved with save(shape, path), to carry work from one run to the next."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise ValueError(f"no saved solid at {path!r}; save(shape, {path!r}) in an earlier run writes one") from None
+    return mesh_io.read(data)
