@@ -18,6 +18,11 @@ FAMILIES = {
     "threshold-count": "how many region-product-year figures meet a threshold",
     "budget-variance": "actual minus budget or plan",
 }
+# The long tier's families, registered at difficulty "long" only.
+LONG_FAMILIES = {
+    "segment-overhead": "a segment's overhead gathered page by page from 30-page documents, minding units and notes",
+}
+LONG = ("30+ page documents, one page per region and topic, units and notes to respect, 10+ reads", "high", 40)
 # Difficulty -> (what it takes, default thinking tier, turn limit).
 DIFFICULTIES = {
     "easy": ("one file, one lookup", "low", 12),
@@ -27,7 +32,7 @@ DIFFICULTIES = {
 
 
 def register() -> None:
-    """Register every office family at every difficulty."""
+    """Register every office family at every difficulty, and the long families at difficulty long."""
     from jointrl.envs.base import EnvSpec
     from jointrl.envs.registry import register as add
 
@@ -41,3 +46,13 @@ def register() -> None:
                 max_turns=turns,
                 description=f"office reports (xlsx, docx, pdf): {asks}; {takes}",
             ))
+    takes, tier, turns = LONG
+    for family, asks in LONG_FAMILIES.items():
+        add(EnvSpec(
+            id=f"office/{family}-v0:long",
+            entry_point="jointrl.envs.office.env:OfficeEnv",
+            kwargs={"family": family},
+            default_tier=tier,
+            max_turns=turns,
+            description=f"office reports (xlsx, docx, pdf): {asks}; {takes}",
+        ))

@@ -37,13 +37,18 @@ class Table:
 
 
 @dataclass(frozen=True)
+class PageBreak:
+    """Starts a new page in a docx or pdf (the long tier gives every section a page of its own)."""
+
+
+@dataclass(frozen=True)
 class Document:
-    """One file of the bundle: its name, format, title, and body of paragraphs and tables in order."""
+    """One file of the bundle: its name, format, title, and body of paragraphs, tables and page breaks in order."""
 
     name: str
     kind: str  # "xlsx" | "docx" | "pdf"
     title: str
-    blocks: tuple[str | Table, ...]
+    blocks: tuple[str | Table | PageBreak, ...]
     summary: str  # the one-line description list_files shows
 
     def tables(self) -> list[Table]:
@@ -97,7 +102,7 @@ def annual_report(report: Report) -> Document:
         f"'{c} thousand' are in thousands of {c}.",
         f"Group revenue for FY{last} reached {c} {group_revenue:,.1f} thousand across {len(report.regions)} regions, "
         f"with a year-end workforce of {group_fte:,d} FTE.",
-        f"Segments. The Growth segment comprises {_join(growth)}; the remaining regions ({_join(core)}) form the Core segment.",
+        f"Segments. The Growth segment comprises {join(growth)}; the remaining regions ({join(core)}) form the Core segment.",
         "Pricing. List prices are set once a year per product and apply to all regions.",
     ]
     number = 1
@@ -147,11 +152,17 @@ def kpi_review(report: Report) -> Document:
 
 
 def bundle(report: Report) -> dict[str, Document]:
-    """The episode's documents by file name."""
-    docs = (workbook(report), annual_report(report), kpi_review(report))
+    """The episode's documents by file name (the long tier's annual report and KPI review run to 30+ pages)."""
+    if report.long:
+        from jointrl.envs.office import long_documents
+
+        docs = (workbook(report), long_documents.annual_report(report), long_documents.kpi_review(report))
+    else:
+        docs = (workbook(report), annual_report(report), kpi_review(report))
     return {d.name: d for d in docs}
 
 
-def _join(names) -> str:
+def join(names) -> str:
+    """Names as prose: 'A', 'A and B', 'A, B and C'."""
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -14,10 +14,10 @@ from functools import lru_cache
 from typing import Iterator
 
 from jointrl.envs.base import Action, Env, ToolFailure, tool
-from jointrl.envs.office import documents, families_combine, families_read, matching, readers
+from jointrl.envs.office import documents, families_combine, families_long, families_read, long_documents, matching, readers
 from jointrl.envs.office.evidence import Evidence
 from jointrl.envs.office.report import SIZES, generate
-from jointrl.envs.office.task import Files, Task, Unsuitable
+from jointrl.envs.office.task import Files, Read, Task, Unsuitable
 
 FAMILIES = {
     "lookup": families_read.lookup,
@@ -30,6 +30,7 @@ FAMILIES = {
     "margin": families_combine.margin,
     "threshold-count": families_combine.threshold,
     "budget-variance": families_combine.variance,
+    "segment-overhead": families_long.segment_overhead,
 }
 ATTEMPTS = 8  # report variants tried before a family gives up on a seed
 PYTHON_SECONDS = 20.0
@@ -198,6 +199,9 @@ class OfficeEnv(Env):
         yield Action("list_files", {}, reasoning="First see which documents the workspace holds.")
         evidence, done = Evidence(), set()
         for read in self.task.reads:
+            if read.page is not None:
+                yield from self._read_page(read, evidence)
+                continue
             key = (read.file, read.sheet)
             if key in done:
                 continue
@@ -217,6 +221,21 @@ class OfficeEnv(Env):
         value, steps = self.task.solve(evidence)
         answer = self.task.gold.render(value)
         yield Action(None, answer=answer, reasoning=f"From what I read: {steps}. So the answer is {answer}.")
+
+    def _read_page(self, read: Read, evidence: Evidence) -> Iterator[Action]:
+        """One page of a long document; a section is looked up in page 1's contents, read first if need be."""
+        read_pages = evidence.pages.setdefault(read.file, {})
+        page = read.page
+        if isinstance(page, str):
+            if 1 not in read_pages:
+                arguments = {"file": read.file, "page": 1}
+                yield Action(read.tool, arguments, reasoning=f"Page 1 of {read.file} lists where each section is.")
+                evidence.add(read.tool, arguments, self._last_output)
+            page = long_documents.section_page(read_pages[1], page)
+        if page not in read_pages:
+            arguments = {"file": read.file, "page": page}
+            yield Action(read.tool, arguments, reasoning=read.why)
+            evidence.add(read.tool, arguments, self._last_output)
 
     def close(self) -> None:
         if self._sandbox is not None:

@@ -79,25 +79,30 @@ def _cell(value) -> str:
 
 @lru_cache(maxsize=16)
 def docx_pages(data: bytes) -> tuple[str, ...]:
-    """The document's paragraphs and tables in order ('| a | b |' rows), split into bounded pages."""
+    """The document's paragraphs and tables in order ('| a | b |' rows), split into bounded pages and at page breaks."""
     import docx
     from docx.table import Table
 
     document = docx.Document(io.BytesIO(data))
-    lines: list[str] = []
+    # A hard page break in the document starts a new page here too (None marks it among the lines).
+    lines: list[str | None] = []
     for block in document.iter_inner_content():
         if isinstance(block, Table):
             for row in block.rows:
                 lines.append("| " + SEPARATOR.join(c.text.strip() for c in row.cells) + " |")
-        elif block.text.strip():
+            continue
+        if block._p.xpath("./w:r/w:br[@w:type='page']"):
+            lines.append(None)
+        if block.text.strip():
             lines.append(block.text.strip())
     pages: list[str] = []
     page: list[str] = []
     for line in lines:
-        if page and (len(page) >= DOCX_PAGE_LINES or sum(map(len, page)) + len(line) > DOCX_PAGE_CHARS):
+        if page and (line is None or len(page) >= DOCX_PAGE_LINES or sum(map(len, page)) + len(line) > DOCX_PAGE_CHARS):
             pages.append("\n".join(page))
             page = []
-        page.append(line)
+        if line is not None:
+            page.append(line)
     pages.append("\n".join(page))
     return tuple(pages)
 

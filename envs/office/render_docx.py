@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from jointrl.envs.office.documents import Document
+from jointrl.envs.office.documents import Document, PageBreak
 
 
 def render(document: Document) -> bytes:
@@ -16,6 +16,9 @@ def render(document: Document) -> bytes:
     # Looking a style up by name scans the style part each time; the object is found once.
     grid_style = out.styles["Table Grid"]
     for block in document.blocks:
+        if isinstance(block, PageBreak):
+            out.add_page_break()
+            continue
         if isinstance(block, str):
             out.add_paragraph(block)
             continue

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from jointrl.envs.office.documents import Document
+from jointrl.envs.office.documents import Document, PageBreak
 
 
 def render(document: Document) -> bytes:
@@ -11,7 +11,7 @@ def render(document: Document) -> bytes:
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.platypus import LongTable, Paragraph, SimpleDocTemplate, Spacer, TableStyle
+    from reportlab.platypus import LongTable, PageBreak as NewPage, Paragraph, SimpleDocTemplate, Spacer, TableStyle
 
     styles = getSampleStyleSheet()
     grid = TableStyle([
@@ -24,6 +24,9 @@ def render(document: Document) -> bytes:
     ])
     story = [Paragraph(document.title, styles["Title"])]
     for block in document.blocks:
+        if isinstance(block, PageBreak):
+            story.append(NewPage())
+            continue
         if isinstance(block, str):
             story += [Paragraph(block, styles["BodyText"]), Spacer(1, 6)]
             continue

@@ -21,8 +21,23 @@ ORG_KINDS = ("Instruments", "Systems", "Logistics", "Foods", "Textiles", "Roboti
 # Units of each currency per 1 EUR around which the yearly rates wander.
 EUR_RATES = {"EUR": 1.0, "USD": 1.08, "GBP": 0.86, "CHF": 0.96, "JPY": 150.0, "SEK": 11.2, "CAD": 1.46}
 REPORTING = ("EUR", "GBP", "CHF")
-# Per difficulty: (history years, regions, products); hard also carries distractor tables.
-SIZES = {"easy": (5, 4, 4), "medium": (5, 5, 4), "hard": (6, 6, 4)}
+# Per difficulty: (history years, regions, products); hard also carries distractor tables, and long
+# reports spread each region over pages of its own, with monthly staff-cost tables and facility notes.
+SIZES = {"easy": (5, 4, 4), "medium": (5, 5, 4), "hard": (6, 6, 4), "long": (6, 13, 6)}
+MONTHLY_REGIONS = 5  # long reports: regions whose staff cost per FTE the annual report states per month
+FACILITY_NOTES = 20  # long reports: region-years whose facility cost carries a note (they fit the notes page)
+
+
+@dataclass(frozen=True)
+class FacilityNote:
+    """A note on one region-year's facility cost: an item inside the printed figure, excluded from overhead or not."""
+
+    number: int
+    region: str
+    year: int
+    item: str
+    amount: float  # thousand, 0.1; already part of the printed facility cost
+    excluded: bool  # a one-off charge that overhead leaves out
 
 
 @dataclass
@@ -55,6 +70,10 @@ class Report:
     forecast: dict = field(default_factory=dict)  # (region, product, future year) -> thousand (hard only)
     proposed_price: dict = field(default_factory=dict)  # product -> next year's proposed price (hard only)
     targets: dict = field(default_factory=dict)  # (region, kpi) -> next year's target percent (hard only)
+    long: bool = False  # the long tier's documents: one page per region and topic, notes, monthly units
+    monthly_staff_cost: dict = field(default_factory=dict)  # (region, year) -> per FTE per month, whole units (long only)
+    average_headcount: dict = field(default_factory=dict)  # (region, year) -> average FTE over the year (long only)
+    facility_notes: list = field(default_factory=list)  # FacilityNote, in note-number order (long only)
 
     @property
     def last(self) -> int:
@@ -76,6 +95,14 @@ class Report:
     def staff_cost(self, region: str, year: int) -> float:
         """Year-end FTE times the average staff cost per FTE (thousand)."""
         return self.headcount[region, year] * self.staff_cost_per_fte[region, year]
+
+    def one_off(self, region: str, year: int) -> float:
+        """The one-off charges inside a region's printed facility cost, which overhead excludes (thousand)."""
+        return sum(n.amount for n in self.facility_notes if (n.region, n.year) == (region, year) and n.excluded)
+
+    def overhead(self, region: str, year: int) -> float:
+        """Staff cost plus facility cost without one-off charges (thousand)."""
+        return self.staff_cost(region, year) + self.facility_cost[region, year] - self.one_off(region, year)
 
     def operating_profit(self, region: str, year: int) -> float:
         """Revenue less cost of goods sold, staff cost and facility cost (thousand)."""
@@ -107,8 +134,8 @@ def generate(seed: int, difficulty: str, variant: int = 0) -> Report:
     report = Report(
         org=f"{org_name} {rng.choice(ORG_KINDS)}", slug=org_name.lower(), currency=currency, years=years,
         regions=regions, products=products, foreign=foreign,
-        growth_segment=tuple(sorted(rng.sample(regions, 2 if n_regions < 5 else 3), key=regions.index)),
-        distractors=difficulty == "hard",
+        growth_segment=tuple(sorted(rng.sample(regions, 2 if n_regions < 5 else 3 if n_regions < 10 else 4), key=regions.index)),
+        distractors=difficulty == "hard", long=difficulty == "long",
     )
     for product in products:
         for year, price in _walk(rng, rng.uniform(40, 400), years, 0.0, 0.06, 2).items():
@@ -144,7 +171,33 @@ def generate(seed: int, difficulty: str, variant: int = 0) -> Report:
             report.fx_closing[code, year] = round(average * rng.uniform(0.97, 1.03), 4)
     if report.distractors:
         _add_distractors(report, rng)
+    if report.long:
+        _add_long_details(report, rng)
     return report
+
+
+ONE_OFF_ITEMS = ("a one-off relocation charge", "a one-off site closure charge", "a one-off lease termination charge")
+RECURRING_ITEMS = ("a recurring energy surcharge", "recurring security services", "a recurring maintenance contract")
+
+
+def _add_long_details(report: Report, rng: random.Random) -> None:
+    """Monthly staff-cost units, average headcount and facility-cost notes for the long tier's documents."""
+    monthly = set(rng.sample(report.regions, MONTHLY_REGIONS))
+    noted = set(rng.sample([(r, y) for r in report.regions for y in report.years], FACILITY_NOTES))
+    for region in report.regions:
+        for year in report.years:
+            if region in monthly:
+                # The annual figure is exactly what the printed monthly figure gives, so gold and documents agree.
+                per_month = round(report.staff_cost_per_fte[region, year] * 1000 / 12)
+                report.monthly_staff_cost[region, year] = per_month
+                report.staff_cost_per_fte[region, year] = per_month * 12 / 1000
+            report.average_headcount[region, year] = int(round(report.headcount[region, year] * rng.uniform(0.93, 1.05)))
+            if (region, year) in noted:
+                excluded = rng.random() < 0.6
+                amount = round(report.staff_cost(region, year) * rng.uniform(0.06, 0.12), 1)
+                report.facility_cost[region, year] = round(report.facility_cost[region, year] + amount, 1)
+                item = rng.choice(ONE_OFF_ITEMS if excluded else RECURRING_ITEMS)
+                report.facility_notes.append(FacilityNote(len(report.facility_notes) + 1, region, year, item, amount, excluded))
 
 
 def _add_distractors(report: Report, rng: random.Random) -> None:

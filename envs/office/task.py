@@ -21,12 +21,14 @@ SEGMENT = re.compile(r"Growth segment comprises (.+?);")
 
 @dataclass(frozen=True)
 class Read:
-    """One reading step of the demo: a whole sheet of the workbook, or every page of a docx or pdf."""
+    """One reading step of the demo: a whole sheet of the workbook, or every page of a docx or pdf, or one
+    page of it (a number, or a section that page 1's contents locate)."""
 
     tool: str  # "read_xlsx" | "read_docx" | "read_pdf"
     file: str
     why: str  # the demo's reasoning before the read
     sheet: str | None = None
+    page: int | str | None = None  # None: every page
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,14 @@ class Files:
     def review(self, why: str) -> Read:
         """Read every page of the KPI review."""
         return Read("read_pdf", self.pdf, why)
+
+    def report_page(self, page: int | str, why: str) -> Read:
+        """Read one page of the annual report: a number, or a section named in its contents."""
+        return Read("read_docx", self.docx, why, page=page)
+
+    def review_page(self, page: int | str, why: str) -> Read:
+        """Read one page of the KPI review: a number, or a section named in its contents."""
+        return Read("read_pdf", self.pdf, why, page=page)
 
 
 class Unsuitable(Exception):

@@ -11,6 +11,7 @@ import pytest
 
 from jointrl.envs import registry
 from jointrl.envs.office import FAMILIES as REGISTERED_FAMILIES
+from jointrl.envs.office import LONG_FAMILIES
 from jointrl.envs.office.env import FAMILIES, build_task
 from jointrl.envs.office.matching import Gold, matches, parse_number, several_answers
 from jointrl.envs.office.readers import MAX_COLUMNS, MAX_ROWS, xlsx_range
@@ -60,11 +61,13 @@ def _docx_table(data: bytes, caption_part: str) -> list[dict]:
     return found[0]
 
 
-def _pdf_table(data: bytes, header: list[str], keys: set[str]) -> list[dict]:
-    """Rows of a pdf table from pypdf's default extraction, which gives one cell per line."""
+def _pdf_table(data: bytes, header: list[str], keys: set[str], after: str = "") -> list[dict]:
+    """Rows of a pdf table from pypdf's default extraction, which gives one cell per line; the first table
+    with this header after the first line that holds `after`."""
     cells = [line.strip() for page in pypdf.PdfReader(io.BytesIO(data)).pages for line in page.extract_text().splitlines() if line.strip()]
     n = len(header)
-    start = next(i for i in range(len(cells)) if cells[i:i + n] == header) + n
+    begin = next(i for i, cell in enumerate(cells) if after in cell)
+    start = next(i for i in range(begin, len(cells)) if cells[i:i + n] == header) + n
     rows, i = [], start
     while i < len(cells):
         if cells[i:i + n] == header:
@@ -89,8 +92,9 @@ def _years(env) -> list[str]:
 
 def test_every_family_is_registered_at_every_difficulty():
     ids = registry.env_ids("office/*")
-    assert set(REGISTERED_FAMILIES) == set(FAMILIES)
-    assert ids == sorted(f"office/{f}-v0:{d}" for f in FAMILIES for d in DIFFICULTIES)
+    assert set(REGISTERED_FAMILIES) | set(LONG_FAMILIES) == set(FAMILIES)
+    assert ids == sorted([f"office/{f}-v0:{d}" for f in REGISTERED_FAMILIES for d in DIFFICULTIES]
+                         + [f"office/{f}-v0:long" for f in LONG_FAMILIES])
     assert all(registry.spec(i).description for i in ids)
     assert registry.spec("office/margin-v0:hard").default_tier == "high"
 
@@ -98,7 +102,7 @@ def test_every_family_is_registered_at_every_difficulty():
 def test_difficulty_changes_what_a_question_needs():
     # Medium joins two files in these families and takes two steps inside one file in the others.
     joined = {"lookup", "rate-join", "currency", "budget-variance"}
-    for family in FAMILIES:
+    for family in REGISTERED_FAMILIES:
         for seed in range(3):
             easy, medium, hard = (build_task(family, d, seed)[1] for d in DIFFICULTIES)
             assert (len(easy.needed), len(medium.needed), len(hard.needed)) == (1, 2 if family in joined else 1, 3), family
@@ -246,15 +250,15 @@ def test_margin_change_and_plan_variance_from_the_sheets():
     assert env.task.gold.value == pytest.approx((actual - plan) / plan * 100, rel=1e-9) and env.task.gold.percent
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_no_gold_answer_is_a_likely_guess(family):
+@pytest.mark.parametrize("env_id", registry.env_ids("office/*"))
+def test_no_gold_answer_is_a_likely_guess(env_id):
     # Over 40 seeds no answer repeats more than 3 times (an answer space of a handful of values, such as
     # counts of 4 regions or a position among 4, would), and region names rarely recur across seeds.
-    for difficulty in DIFFICULTIES:
-        golds = [build_task(family, difficulty, seed)[1].gold for seed in range(40)]
-        values = [g.value if g.is_text else round(g.value, 2) for g in golds]
-        top, times = Counter(values).most_common(1)[0]
-        assert times <= 3, f"{family}:{difficulty} answers {top!r} for {times} of 40 seeds"
+    spec = registry.spec(env_id)
+    golds = [build_task(spec.kwargs["family"], spec.difficulty, seed)[1].gold for seed in range(40)]
+    values = [g.value if g.is_text else round(g.value, 2) for g in golds]
+    top, times = Counter(values).most_common(1)[0]
+    assert times <= 3, f"{env_id} answers {top!r} for {times} of 40 seeds"
 
 
 # Answer matching, by hand.
@@ -440,3 +444,98 @@ def test_python_tool_runs_in_the_sandbox_and_cannot_tamper():
         env.close()
         env.close()
     assert not workspace.exists()
+
+
+# The long tier: 30+ page documents read page by page, units and notes that change the answer.
+
+LONG_ID = "office/segment-overhead-v0:long"
+
+
+def _contents(text: str) -> dict[str, int]:
+    entries = (re.fullmatch(r"(.+) p\. (\d+)", e.strip()) for e in re.split(r"; |\n", text))
+    return {m.group(1): int(m.group(2)) for m in entries if m}
+
+
+def test_long_documents_run_past_30_pages_and_their_contents_point_to_each_section():
+    env, _ = _start(LONG_ID, 1)
+    for suffix, tool in ((".docx", "read_docx"), (".pdf", "read_pdf")):
+        name = _file(env, suffix)[0]
+        first = _call(env, tool, file=name, page=1).content
+        pages = int(re.search(r"page 1 of (\d+)", first).group(1))
+        assert pages >= 30, (name, pages)
+        contents = _contents(first)
+        assert {f"{r} {part}" for r in env.report.regions for part in ("people", "facilities")} & set(contents)
+        assert len(contents) >= 2 * len(env.report.regions)
+        for section, page in contents.items():
+            body = _call(env, tool, file=name, page=page).content.splitlines()[1:]
+            assert body[0].strip() == section, (name, section, page, body[:2])
+    assert env.signals()["tool_errors"] == 0
+
+
+def test_long_demo_makes_ten_reads_the_answer_depends_on():
+    from jointrl.envs.office.evidence import Evidence
+
+    for seed in (0, 1_000_003):
+        env, _ = _start(LONG_ID, seed)
+        transcript = env.demo()
+        assert env.signals()["success"] == 1.0
+        calls = [json.loads(m["tool_calls"][0]["function"]["arguments"]) for m in transcript if m.get("tool_calls")]
+        assert len(calls) >= 10 and len({json.dumps(c, sort_keys=True) for c in calls}) == len(calls)
+        reads = [(m["tool_calls"][0]["function"]["name"], json.loads(m["tool_calls"][0]["function"]["arguments"]),
+                  transcript[i + 1]["content"]) for i, m in enumerate(transcript) if m.get("tool_calls")]
+        reads = [r for r in reads if r[0] != "list_files"]
+        needed = 0
+        for skip in range(len(reads)):
+            evidence = Evidence()
+            for i, (tool, arguments, output) in enumerate(reads):
+                if i != skip:
+                    evidence.add(tool, arguments, output)
+            try:
+                value, _ = env.task.solve(evidence)
+            except (AssertionError, KeyError, StopIteration):
+                needed += 1
+                continue
+            needed += not matches(env.task.gold.render(value), env.task.gold)
+        # Every read but the KPI review's contents page (used only to find the others) feeds the answer.
+        assert needed >= 10 and needed >= len(reads) - 1, (seed, needed, len(reads))
+
+
+def _long_reference(env) -> dict[str, float]:
+    """The overhead recomputed from the files with python-docx, pypdf and openpyxl, right and in three wrong ways."""
+    report, question = env.report, env.opening[-1]["content"]
+    year, code = re.search(r"overhead in FY(\d+), .* converted to (\w+) at", question).groups()
+    fy = f"FY{year}"
+    xlsx, docx_data, pdf = _file(env, ".xlsx")[1], _file(env, ".docx")[1], _file(env, ".pdf")[1]
+    page_one = "\n".join(p.text for p in docx.Document(io.BytesIO(docx_data)).paragraphs[:6])
+    segment = re.split(r", | and ", re.search(r"Growth segment comprises (.+?);", page_one).group(1))
+    fte = {r["Region"]: r[fy] for r in _sheet_rows(xlsx, "Headcount")}
+    notes = {r["Note"]: r for r in _pdf_table(pdf, ["Note", "Region", "Year", "Item", "Amount", "Treatment"],
+                                              {f"N{i}" for i in range(1, 100)}, after="Notes to the facility tables")}
+    totals = dict.fromkeys(("right", "note ignored", "monthly as yearly thousand", "monthly not times 12"), 0.0)
+    for region in segment:
+        staff_table = _docx_table(docx_data, f"Staff cost per FTE and average headcount, {region} (")
+        printed = _num(next(r["Staff cost per FTE"] for r in staff_table if r["Year"] == fy))
+        monthly = report.monthly_staff_cost.get((region, int(year))) is not None
+        facility_row = next(r for r in _pdf_table(pdf, ["Year", "Facility cost", "Note"], {f"FY{y}" for y in report.years},
+                                                   after=f"Facility costs, {region} (") if r["Year"] == fy)
+        note = notes.get(facility_row["Note"])
+        one_off = _num(note["Amount"]) if note and note["Treatment"] == "excluded from overhead" else 0.0
+        facility = _num(facility_row["Facility cost"])
+        per_year = printed * 12 / 1000 if monthly else printed
+        totals["right"] += fte[region] * per_year + facility - one_off
+        totals["note ignored"] += fte[region] * per_year + facility
+        totals["monthly as yearly thousand"] += fte[region] * printed + facility - one_off
+        totals["monthly not times 12"] += fte[region] * (printed / 1000 if monthly else printed) + facility - one_off
+    rate = next(_num(r[fy]) for r in _pdf_table(pdf, ["Currency", "Rate", *_years(env)], set(report.foreign))
+                if (r["Currency"], r["Rate"]) == (code, "average"))
+    return {k: v * rate for k, v in totals.items()}
+
+
+@pytest.mark.parametrize("seed", [2, 1_000_001])
+def test_long_answer_that_ignores_a_note_or_a_unit_fails(seed):
+    env, _ = _start(LONG_ID, seed)
+    gold, answers = env.task.gold, _long_reference(env)
+    assert gold.value == pytest.approx(answers["right"], rel=1e-9)
+    assert matches(gold.render(answers["right"]), gold)
+    for mistake in ("note ignored", "monthly as yearly thousand", "monthly not times 12"):
+        assert not matches(gold.render(answers[mistake]), gold), mistake
