@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from jointrl.envs.base import Action, Env
-from jointrl.envs.reasoning import entries
+from jointrl.envs.reasoning import balance, entries
 
 SYSTEM_PROMPT = (
     "Solve the task in the user's message. Think it through first; then reply with only the final answer as "
@@ -18,7 +18,10 @@ class ReasoningGymEnv(Env):
     Signals: `score` is the verifier's raw score in [0, 1] (some verifiers give partial credit, e.g. 0.01 for
     any parseable answer); `success` is 1.0 exactly when `score` reaches 1.0; `verifier_error` is 1.0 when
     the verifier raised on the answer (which then scores 0). A missing or blank answer scores 0 without
-    asking the verifier, since several give a token 0.01-0.05 even to an empty string.
+    asking the verifier, since several give a token 0.01-0.05 even to an empty string. Where reasoning-gym's
+    verifier accepts shortcuts, verifiers.py scores instead; where a constant answer would often be right,
+    balance.py chooses each seed's entry so that it is not (and an explicit k-way choice says so in
+    `answer_choices`).
     """
 
     def __init__(self, difficulty: str = "default", dataset: str = "", config: dict[str, Any] | None = None):
@@ -27,6 +30,7 @@ class ReasoningGymEnv(Env):
         super().__init__(difficulty=difficulty, dataset=dataset, config=config)
         self.dataset = dataset
         self.config = config
+        self.answer_choices = balance.answer_choices(dataset)
         self._draw: entries.Draw | None = None
 
     def _reset(self, seed: int) -> list[dict]:

@@ -18,10 +18,6 @@ CATALOG: dict[str, dict] = {
         'description': 'geometry: A dataset for advanced geometry tasks using coordinate geometry',
         'hard': {'min_coord': -100, 'max_coord': 100},
     },
-    'aiw': {
-        'description': 'logic: A procedural dataset inspired by the "Alice in Wonderland" paper',
-        'hard': {'max_entities': 8},
-    },
     'arc_1d': {
         'description': 'arc: Generates ARC 1D tasks by randomly selecting from available task generators',
         'hard': {'min_size': 25, 'max_size': 50},
@@ -41,10 +37,6 @@ CATALOG: dict[str, dict] = {
     'bf': {
         'description': 'code: Generates BF tasks',
         'hard': {'difficulty': 2},
-    },
-    'binary_alternation': {
-        'description': 'algorithmic: Minimum number of swaps to make a binary string alternating',
-        'hard': {'min_n': 10, 'max_n': 50},
     },
     'binary_matrix': {
         'description': 'algorithmic: Find the distance to the nearest 0 for each cell in a binary matrix',
@@ -70,10 +62,6 @@ CATALOG: dict[str, dict] = {
         'description': 'logic: Generates random digital logic circuits (in ASCII) together with',
         'hard': {'min_terms': 5, 'max_terms': 10, 'min_inputs': 4, 'max_inputs': 6},
     },
-    'coin_flip': {
-        'description': 'probability: Generates coin-flip probability problems (exact k heads / at-least k heads)',
-        'hard': {'min_trials': 14, 'max_trials': 15},
-    },
     'color_cube_rotation': {
         'description': 'cognition: Generates color cube rotation reasoning tasks',
         'hard': {'min_rotations': 1, 'max_rotations': 5},
@@ -81,10 +69,6 @@ CATALOG: dict[str, dict] = {
     'complex_arithmetic': {
         'description': 'algebra: Generates complex number arithmetic problems',
         'hard': {'min_real': -100, 'max_real': 100, 'min_imag': -100, 'max_imag': 100},
-    },
-    'count_bits': {
-        'description': 'arithmetic: Count number of 1 bits in a number',
-        'hard': {'min_n': 100000000, 'max_n': 2147483647},
     },
     'count_primes': {
         'description': 'algorithmic: Count prime numbers in a given interval',
@@ -118,10 +102,6 @@ CATALOG: dict[str, dict] = {
         'description': 'games: emoji mystery tasks',
         'hard': {'min_words_in_sentence': 30, 'max_words_in_sentence': 40},
     },
-    'family_relationships': {
-        'description': 'graphs: Generates family relationship reasoning tasks',
-        'hard': {'min_family_size': 8, 'max_family_size': 9},
-    },
     'figlet_font': {
         'description': 'cognition: Generates FigletFont tasks',
         'hard': {'min_word_len': 5, 'max_word_len': 10},
@@ -136,15 +116,7 @@ CATALOG: dict[str, dict] = {
     },
     'game_of_life': {
         'description': 'algorithmic: Generates Game of Life games with configurable parameters',
-        'hard': {'grid_size_x': 25, 'grid_size_y': 25, 'filled_cells_weights': 0.2, 'simulation_steps': 2},
-    },
-    'gcd': {
-        'description': 'arithmetic: Greatest Common Divisor (GCD) task generator',
-        'hard': {'min_numbers': 2, 'max_numbers': 3, 'min_value': 1000, 'max_value': 10000},
-    },
-    'graph_color': {
-        'description': 'algorithmic: Generates graph coloring problems with configurable parameters',
-        'hard': {'min_num_vertices': 10, 'max_num_vertices': 20},
+        'hard': {},
     },
     'group_anagrams': {
         'description': 'algorithmic: Group all anagrams together in a list',
@@ -182,10 +154,6 @@ CATALOG: dict[str, dict] = {
         'description': 'arithmetic: Leg counting task generator',
         'hard': {'min_animals': 10, 'max_animals': 11, 'min_instances': 8, 'max_instances': 16},
     },
-    'letter_counting': {
-        'description': 'algorithmic: Letter counting task generator',
-        'hard': {'min_words': 15, 'max_words': 17},
-    },
     'letter_jumble': {
         'description': 'algorithmic: Word letter jumbling task generator',
         'hard': {'min_words': 10, 'max_words': 25, 'min_corruption_level': 0.6, 'max_corruption_level': 0.9},
@@ -197,10 +165,6 @@ CATALOG: dict[str, dict] = {
     'manipulate_matrix': {
         'description': 'algorithmic: Manipulate matrices by performing augmentations such as rotations, flips, mapping, etc',
         'hard': {'min_rows': 10, 'max_rows': 25, 'min_cols': 10, 'max_cols': 25, 'min_transforms': 10, 'max_transforms': 15},
-    },
-    'maze': {
-        'description': 'games: Generates mazes with guaranteed shortest path distance from start to goal within [min_dist, max_dist]',
-        'hard': {'min_dist': 10, 'max_dist': 15, 'min_grid_size': 10, 'max_grid_size': 25},
     },
     'mini_sudoku': {
         'description': 'games: Mini Sudoku (4x4) puzzle generator',
@@ -246,10 +210,6 @@ CATALOG: dict[str, dict] = {
         'description': 'graphs: Pathfinding problems in a path-star graph structure',
         'hard': {'degree': 4, 'node_range': 200000, 'min_path_length': 5, 'max_path_length': 6},
     },
-    'polynomial_equations': {
-        'description': 'algebra: Generates random polynomial equations of degree in [min_degree, max_degree]',
-        'hard': {'min_degree': 3, 'max_degree': 4, 'min_terms': 4, 'max_terms': 5},
-    },
     'pool_matrix': {
         'description': 'algorithmic: Perform average / max pooling on a matrix',
         'hard': {'min_rows': 10, 'max_rows': 25, 'min_cols': 10, 'max_cols': 25, 'min_pool_size': 3, 'max_pool_size': 5},
@@ -266,10 +226,6 @@ CATALOG: dict[str, dict] = {
         'description': 'arithmetic: Generates multiplication tasks with configurable number of terms',
         'hard': {'min_terms': 2, 'max_terms': 3, 'min_digits': 5, 'max_digits': 6},
     },
-    'propositional_logic': {
-        'description': 'logic: Propositional logic task generator',
-        'hard': {'min_vars': 4, 'max_vars': 6, 'min_statements': 4, 'max_statements': 6, 'min_complexity': 3, 'max_complexity': 4},
-    },
     'puzzle24': {
         'description': 'games: puzzle24 tasks',
         'hard': {},
@@ -282,25 +238,13 @@ CATALOG: dict[str, dict] = {
         'description': 'arc: rearc tasks',
         'hard': {},
     },
-    'rectangle_count': {
-        'description': 'cognition: Generates ASCII rectangle counting puzzles with configurable parameters',
-        'hard': {'max_rectangles': 15},
-    },
     'rotate_matrix': {
         'description': 'algorithmic: Rotate a square matrix clockwise',
         'hard': {'min_n': 10, 'max_n': 25, 'min_rotations': 10, 'max_rotations': 15},
     },
-    'rotten_oranges': {
-        'description': 'algorithmic: Find how many steps it takes for all oranges in a grid to rot',
-        'hard': {'min_n': 25, 'max_n': 50},
-    },
     'rubiks_cube': {
         'description': 'cognition: Generates RubiksCube tasks',
         'hard': {'min_scramble_steps': 10, 'max_scramble_steps': 25},
-    },
-    'self_reference': {
-        'description': 'logic: Generates self-referential puzzles',
-        'hard': {'difficulty': 6},
     },
     'sentence_reordering': {
         'description': 'algorithmic: Sentence re-ordering task generator',
@@ -366,10 +310,6 @@ CATALOG: dict[str, dict] = {
         'description': 'arithmetic: Generates time interval calculation tasks with various formats and complexities',
         'hard': {'max_date_difference_days': 365},
     },
-    'tower_of_hanoi': {
-        'description': 'games: Generates Tower of Hanoi problems with solutions',
-        'hard': {'min_disks': 5, 'max_disks': 10, 'min_pegs': 4, 'max_pegs': 5},
-    },
     'tsumego': {
         'description': 'games: Go problem (tsumego) generator',
         'hard': {'min_board_size': 10, 'max_board_size': 15},
@@ -385,9 +325,5 @@ CATALOG: dict[str, dict] = {
     'word_sorting': {
         'description': 'algorithmic: Word sorting task generator',
         'hard': {'min_words': 10, 'max_words': 25, 'min_word_length': 10, 'max_word_length': 15},
-    },
-    'zebra_puzzles': {
-        'description': 'logic: Generates Zebra Puzzles with configurable parameters',
-        'hard': {'num_characteristics': 5},
     },
 }

@@ -19,6 +19,9 @@ import numpy as np
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS, create_dataset
 
+from jointrl.envs.reasoning import balance
+from jointrl.envs.reasoning.verifiers import VERIFIERS
+
 # Datasets whose construction parses a data file while each item depends only on Random(seed + index): one
 # instance built at seed 0 serves every seed as an index, which yields exactly the entry a fresh instance
 # built at that seed gives at index 0 (a test checks this equivalence).
@@ -99,7 +102,13 @@ def reference_answer(name: str, entry: dict) -> str | None:
 
 
 def score(dataset: ProceduralDataset, answer: str, entry: dict) -> float:
-    """The dataset's own verifier score of `answer` (1.0 = fully correct); raises whatever the verifier raises."""
+    """The verifier score of `answer` (1.0 = fully correct): ours where verifiers.py has one, else the dataset's own.
+
+    Raises whatever the verifier raises.
+    """
+    ours = VERIFIERS.get(entry["metadata"].get("source_dataset", ""))
+    if ours is not None:
+        return float(ours(answer, entry))
     with _contained():
         return float(dataset.score_answer(answer, entry))
 
@@ -114,7 +123,8 @@ def dataset_seed(seed: int, attempt: int) -> int:
 
 
 def draw(name: str, config: dict[str, Any], seed: int) -> Draw:
-    """The entry for `seed`: the first draw whose reference answer is non-empty, scores 1.0, and beats the empty answer.
+    """The entry for `seed`: the first draw whose reference answer is non-empty, fits the seed (balance.py), scores
+    1.0, and beats the empty answer.
 
     A few generators now and then give up on a dataset seed (countdown finds no expression) or emit an entry
     whose shipped answer is blank (the no-op answer would solve it) or fails their own verifier; such an
@@ -123,7 +133,8 @@ def draw(name: str, config: dict[str, Any], seed: int) -> Draw:
     """
     check(name, config)
     problem = ""
-    for attempt in range(MAX_DRAWS):
+    draws = balance.MAX_DRAWS if balance.balanced(name) else MAX_DRAWS
+    for attempt in range(draws):
         try:
             dataset, entry = make_entry(name, config, dataset_seed(seed, attempt))
         except (AssertionError, IndexError, RuntimeError, ValueError) as err:
@@ -132,6 +143,8 @@ def draw(name: str, config: dict[str, Any], seed: int) -> Draw:
         reference = reference_answer(name, entry)
         if not reference or not reference.strip():
             problem = "the reference answer is missing or blank"
+        elif not balance.fits(name, seed, reference):
+            problem = "no reference answer fits the seed's choice or bucket"
         elif score(dataset, reference, entry) < 1.0:
             problem = "the verifier rejects the reference answer"
         elif score(dataset, "", entry) >= 1.0:
@@ -139,6 +152,6 @@ def draw(name: str, config: dict[str, Any], seed: int) -> Draw:
         else:
             return Draw(dataset=dataset, entry=entry, reference=reference, attempts=attempt)
     raise RuntimeError(
-        f"reasoning-gym dataset {name!r}, seed {seed}: no playable entry in {MAX_DRAWS} draws; the last: {problem} "
+        f"reasoning-gym dataset {name!r}, seed {seed}: no playable entry in {draws} draws; the last: {problem} "
         f"(config {config})"
     )

@@ -1,7 +1,11 @@
 """The reasoning-gym datasets, and the hard-config knobs, that the reasoning domain leaves out, each with its reason.
 
 The reasons were measured with `python -m jointrl.envs.reasoning.audit` (reasoning-gym 0.1.25, CPU time
-on one core); tests check that every name here still exists upstream, so a stale entry fails loudly.
+on one core) or, for shortcuts, with `jointrl envs audit` over 10 train and 10 held-out seeds (a rate is the
+share of held-out seeds the shortcut solves; "memorised" is the no_tools column, train seed i's answer given
+to held-out seed i). A dataset whose answers are too narrow to spread (balance.py needs every one of 23
+buckets reachable) is excluded rather than balanced. Tests check that every name here still exists upstream,
+so a stale entry fails loudly.
 """
 from __future__ import annotations
 
@@ -17,6 +21,22 @@ EXCLUDED_DATASETS: dict[str, str] = {
     "codeio": "generating an entry executes code snippets from its data file in this process (its own docstring warns of them)",
     "game_of_life_halting": "its verifier compares bool(answer) with bool(reference): any non-empty text, even 'False', scores 1.0",
     "knight_swap": "a reset takes 0.57 s on average (a solver search), over the 0.2 s budget",
+    "propositional_logic": "any weakening of a premise is a valid conclusion: the constant '(Q ∨ P)' passes 1.00 (hard '(¬Q ∨ R)' 0.70)",
+    "coin_flip": "a few hundred distinct questions: held-out overlap 0.10 (hard 0.20) at 20 seeds; upstream also passed '0' on 1.00",
+    "count_bits": "bit counts of random numbers cluster around 16: constant '16' 0.20, memorised 0.20; too narrow to spread",
+    "gcd": "most gcds are 1: constant '1' 0.30 (hard 0.40), memorised 0.50 on hard; too skewed to spread",
+    "aiw": "small counts: constant '2' 0.10 (hard '9' 0.10), memorised 0.10; too narrow to spread",
+    "binary_alternation": "small swap counts: memorised 0.10 (both variants); too narrow to spread",
+    "letter_counting": "small counts: constant '1' 0.40, memorised 0.20; too narrow to spread",
+    "maze": "short path lengths: constant '10' 0.20 and memorised 0.30 on hard, '7' 0.10 on default; too narrow to spread",
+    "rectangle_count": "small counts: memorised 0.20 (hard 0.10); too narrow to spread",
+    "rotten_oranges": "'-1' (oranges that never rot) passes 0.70 on hard, memorised 0.50; too narrow to spread",
+    "self_reference": "answers 0-7: constant '2' 0.50, memorised 0.30 (both variants)",
+    "zebra_puzzles": "the answer is one of a few names: constant 'arnold' 0.30, memorised 0.20 (both variants); a reset takes 0.2-0.4 s",
+    "graph_color": "many colourings are right and sparse graphs accept a fixed one: constant colouring 0.30",
+    "family_relationships": "a couple of dozen relation words: memorised 0.30 ('son'); too few to spread over 23 buckets",
+    "polynomial_equations": "'0' is a root of most equations: constant '0' 0.60; spreading the answers needs ~23 sympy draws (9 s a reset)",
+    "tower_of_hanoi": "default boards repeat: held-out overlap 0.30",
 }
 
 # Curriculum knobs (reasoning-gym attribute names) that the hard rule in hardness.py would move but that stay at
@@ -25,6 +45,10 @@ FROZEN_KNOBS: dict[str, dict[str, str]] = {
     "caesar_cipher": {"rotation": "the config accepts rotations 1-25 only; the next level is 50"},
     "countdown": {"target": "targets of 500-1000 often have no expression: generation fails after 100 attempts"},
     "futoshiki": {"board_size": "boards of 7-9 take 0.39 s per reset on average"},
+    "game_of_life": {"grid_size_x": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
+                     "grid_size_y": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
+                     "filled_cells_weights": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
+                     "simulation_steps": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds"},
     "jugs": {"num_jugs": "with 4 jugs 2 of 10 seeds ship a solution their own verifier rejects; with difficulty 15 a reset takes 0.37 s"},
     "letter_jumble": {"word_len": "the curriculum's next range (50-64 letters) holds no words: generation fails"},
     "puzzle24": {"value": "four numbers drawn from 9-10 rarely make 24: generation does not finish"},
