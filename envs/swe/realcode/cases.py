@@ -12,9 +12,12 @@ import json
 import random
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
 from jointrl.envs.swe.grading import HARNESS
+
+REACH = (Path(__file__).parent / "reach.py").read_text()
 
 MAX_RECORDED = 8  # recorded calls kept per function
 MAX_VARIANTS = 8  # changed-argument variants kept per function
@@ -142,6 +145,16 @@ def comparable(payload: str) -> dict | None:
     if isinstance(data.get("error"), str) and isinstance(data.get("lineage"), list):
         return {"error": data["error"], "lineage": [str(c) for c in data["lineage"][:64]]}
     return None
+
+
+def reached(box: Sandbox, cases: list[Case], package: str, timeout: float = 5.0) -> list[set[tuple[str, str]]]:
+    """Per case, the (file, qualified name) of every package function it calls, in `box`'s workspace."""
+    spec = json.dumps({"package": package, "timeout": timeout, "cases": [c.spec() for c in cases]})
+    result = box.run([PYTHON, "-I", "-B", "-c", REACH], stdin=spec, env={"PYTHONHASHSEED": "0"})
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    if len(found) != len(cases):
+        raise RuntimeError(f"tracing the cases of {package} reported {len(found)} of {len(cases)}")
+    return [{tuple(pair) for pair in pairs} for pairs in found]
 
 
 def reference(files: dict[str, str], cases: list[Case], package: str) -> list[tuple[Case, dict]]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 
-from jointrl.envs.sandbox import Limits, Sandbox
+from jointrl.envs.sandbox import Sandbox
 from jointrl.envs.swe import grading
 from jointrl.envs.swe.realcode.cases import outcomes
-from jointrl.envs.swe.realcode.task import RealTask
+from jointrl.envs.swe.realcode.task import CASE_LIMITS, RealTask
 
-GRADE_LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, output_bytes=4 << 20)
 
 
 def package_of(files: dict) -> dict[str, bytes]:
@@ -26,14 +25,11 @@ def package_of(files: dict) -> dict[str, bytes]:
 
 def known(task: RealTask) -> dict[str, frozenset]:
     """Package states whose passing cases are known without a run (fingerprint -> passing indices): the
-    pristine package, and the buggy one when mining measured it (one bug)."""
+    pristine package and the buggy one."""
     prefix = task.package + "/"
-    found = {grading.fingerprint(package_of({p: t for p, t in task.pristine.items() if p.startswith(prefix)})):
-             frozenset(range(len(task.cases)))}
-    if task.start_passing is not None:
-        found[grading.fingerprint(package_of({p: t for p, t in task.files.items() if p.startswith(prefix)}))] = \
-            task.start_passing
-    return found
+    pristine = package_of({p: t for p, t in task.pristine.items() if p.startswith(prefix)})
+    buggy = package_of({p: t for p, t in task.files.items() if p.startswith(prefix)})
+    return {grading.fingerprint(pristine): frozenset(range(len(task.cases))), grading.fingerprint(buggy): task.start_passing}
 
 
 def passing(task: RealTask, package: dict[str, bytes], use_known: bool = True) -> frozenset:
@@ -42,7 +38,7 @@ def passing(task: RealTask, package: dict[str, bytes], use_known: bool = True) -
         found = known(task).get(grading.fingerprint(package))
         if found is not None:
             return found
-    with Sandbox(GRADE_LIMITS, files=package) as box:
+    with Sandbox(CASE_LIMITS, files=package) as box:
         got = outcomes(box, [case for case, _ in task.cases], task.package)
     return frozenset(i for i, ((_, want), out) in enumerate(zip(task.cases, got)) if out == want)
 

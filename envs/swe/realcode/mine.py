@@ -2,7 +2,8 @@
 
 For each package: trace the pristine suite (tracing.py), fix the graded cases and their reference
 outcomes (cases.py), then try AST mutants (envs/swe/mutation.py) of the functions passing tests call, in a
-seeded order with a cap per function. A mutant is kept when, in a sandbox,
+seeded order with a cap per function, of functions that some graded case reaches (reach.py). A mutant is
+kept when, in a sandbox,
   - some graded case changes outcome, at least one of them a case no visible test makes, at most half of
     all cases change, and not only into TypeErrors (a crash, not a bug people write); and
   - rerunning the passing tests that call the function under pytest, at least one now fails
@@ -23,8 +24,8 @@ from jointrl.envs.swe.realcode import tracing
 from jointrl.envs.swe.realcode.prepare import workspace_files
 from jointrl.envs.swe.realcode.sources import Source
 
-PER_FUNCTION = 4  # mutants tried per function, so bugs spread over the package
-MAX_TRIED = 500  # mutants tried per package
+PER_FUNCTION = 6  # mutants tried per function, so bugs spread over the package
+MAX_TRIED = 450  # mutants tried per package
 MAX_TESTS = 60  # covering tests rerun per mutant
 HELD_OUT_SHARE = 0.4  # at most this share of a package's bugs sits in held-out files
 CASE_TIMEOUT = 2.0
@@ -99,39 +100,46 @@ def mine(pin: Source, root=None, max_tried: int = MAX_TRIED, log=print) -> Mined
     trace = tracing.trace(files, pin.package, pin.workspace_tests)
     passed = set(trace.passed)
     graded = case_lib.reference(files, case_lib.candidates(trace.calls, pin.name), pin.package)
+    with Sandbox(MINE_LIMITS, files=files) as box:
+        reached = case_lib.reached(box, [c for c, _ in graded], pin.package)
     hidden_count = sum(not c.visible for c, _ in graded)
     log(f"{pin.name}: {len(passed)} passing tests, {len(graded)} graded cases ({hidden_count} never in the tests)")
-    rng = random.Random(f"realcode/{pin.name}/{pin.version}")
+    # Only a function some case reaches can change a case; only the cases reaching it are rerun.
+    reaching: dict[tuple[str, str], list[int]] = {}
+    for index, functions in enumerate(reached):
+        for key in functions:
+            reaching.setdefault(key, []).append(index)
     found = []
     for path in source_files(files, pin):
         covered = {name: sorted(passed.intersection(tests)) for name, tests in trace.coverage.get(path, {}).items()}
-        found += [(path, m, covered[m.function]) for m in mutations(files[path]) if covered.get(m.function)]
-    ordered = _order([m for _, m, _ in found], rng)
-    path_of = {id(m): p for p, m, _ in found}
-    tests_of = {id(m): t for _, m, t in found}
+        found += [(path, m) for m in mutations(files[path]) if covered.get(m.function) and (path, m.function) in reaching]
+    rng = random.Random(f"realcode/{pin.name}/{pin.version}")
+    ordered = _order([m for _, m in found], rng)
+    path_of = {id(m): p for p, m in found}
     bugs = []
     tried = 0
     with Sandbox(MINE_LIMITS, files=files) as box:
         for mutation in ordered[:max_tried]:
             tried += 1
-            path, tests = path_of[id(mutation)], tests_of[id(mutation)]
-            record = _validate(box, pin, files, graded, path, mutation, tests)
+            path = path_of[id(mutation)]
+            tests = sorted(passed.intersection(trace.coverage[path][mutation.function]))
+            record = _validate(box, pin, files, graded, reaching[(path, mutation.function)], path, mutation, tests)
             if record is not None:
                 bugs.append(record)
-    log(f"{pin.name}: {len(bugs)} bugs from {tried} mutants")
+    log(f"{pin.name}: {len(bugs)} bugs from {tried} mutants ({len(ordered)} candidates)")
     return Mined(graded, bugs, len(passed), tried)
 
 
-def _validate(box: Sandbox, pin: Source, files: dict[str, str], graded: list, path: str, mutation: Mutation,
-              tests: list[str]) -> dict | None:
+def _validate(box: Sandbox, pin: Source, files: dict[str, str], graded: list, reaching: list[int], path: str,
+              mutation: Mutation, tests: list[str]) -> dict | None:
     """The bug record of `mutation` when the cases and the package's tests both catch it, else None."""
     box.write(path, mutation.apply(files[path]))
     try:
-        got = case_lib.outcomes(box, [c for c, _ in graded], pin.package, timeout=CASE_TIMEOUT)
-        changed = [i for i, ((_, want), out) in enumerate(zip(graded, got)) if out != want]
+        got = case_lib.outcomes(box, [graded[i][0] for i in reaching], pin.package, timeout=CASE_TIMEOUT)
+        changed = [i for i, out in zip(reaching, got) if out != graded[i][1]]
         if not changed or len(changed) > len(graded) // 2 or all(graded[i][0].visible for i in changed):
             return None
-        if all(got[i] is not None and got[i].get("error") == "TypeError" for i in changed):
+        if all(out is not None and out.get("error") == "TypeError" for i, out in zip(reaching, got) if i in changed):
             return None
         chosen = tests[:MAX_TESTS]
         run = box.run(tracing.pytest_argv("-q", "-rf", "--tb=short", "--timeout=10", *chosen),

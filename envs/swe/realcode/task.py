@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from jointrl.envs.audit import HELD_OUT_START
+from jointrl.envs.sandbox import Limits, Sandbox
 from jointrl.envs.swe.mutation import inverse_edit
 from jointrl.envs.swe.realcode import issue, manifest
-from jointrl.envs.swe.realcode.cases import Case
+from jointrl.envs.swe.realcode.cases import Case, outcomes
 from jointrl.envs.swe.realcode.prepare import workspace_files
 from jointrl.envs.swe.realcode.sources import Source, source
 
 # difficulty: (bugs, whether the issue points at the failing test and the function)
 LEVELS = {"easy": (1, True), "hard": (1, False), "long": (3, False)}
 MIN_LINES_APART = 30  # two bugs of one file this far apart keep their fixes separate edits
+CASE_LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, output_bytes=4 << 20)
 MAX_DRAWS = 40  # bugs looked at, from the seed's place in the pool on, to complete a long task
 
 
@@ -47,7 +49,7 @@ class RealTask:
     issue: str
     cases: tuple  # ((Case, reference outcome), ...): every graded case of the package
     fail_to_pass: frozenset  # indices into cases the bugs change
-    start_passing: frozenset | None  # cases passing on the buggy package when known without a run
+    start_passing: frozenset  # cases passing on the buggy package (from mining, or measured when building)
 
     @property
     def package(self) -> str:
@@ -99,6 +101,14 @@ def _choose(bugs: list[dict], start: int, count: int) -> list[dict]:
     raise RuntimeError(f"no {count} separable bugs from position {start} of a pool of {len(bugs)}")
 
 
+def _passing(pin: Source, files: dict, cases: tuple) -> frozenset:
+    """Indices of the cases whose outcome on the package in `files` is the reference's (run in a sandbox)."""
+    package = {p: t for p, t in files.items() if p.startswith(pin.package + "/") and p.endswith(".py")}
+    with Sandbox(CASE_LIMITS, files=package) as box:
+        got = outcomes(box, [case for case, _ in cases], pin.package)
+    return frozenset(i for i, ((_, want), out) in enumerate(zip(cases, got)) if out == want)
+
+
 def _fixes(pristine: dict, bugs: list[dict], files: dict) -> list[Fix] | None:
     """One fix per bug, each the inverse edit of its bug alone; None when applied in turn they do not restore
     the package exactly (a fix's text would no longer be unique)."""
@@ -135,16 +145,19 @@ def build(family: str, difficulty: str, seed: int) -> RealTask:
         for path in sorted({b["file"] for b in chosen}):
             files[path] = _apply(pristine[path], [b for b in chosen if b["file"] == path])
         fixes = _fixes(pristine, chosen, files)
-        if fixes is not None:
+        changed = frozenset(i for b in chosen for i in b["f2p_cases"])
+        if fixes is None:
+            continue
+        # Mining measured each bug alone; bugs together are measured here, once per task, and must each still
+        # change a case of their own (no bug masks another).
+        start = frozenset(range(len(cases))) - changed if count == 1 else _passing(pin, files, cases)
+        if all(set(b["f2p_cases"]) - start for b in chosen):
             break
     else:
-        raise RuntimeError(f"swe/{family}:{difficulty} seed {seed}: no bugs whose fixes stay separate")
-    changed = frozenset(i for b in chosen for i in b["f2p_cases"])
+        raise RuntimeError(f"swe/{family}:{difficulty} seed {seed}: no bugs that stay separate")
     if pointed:
         text = issue.easy(pin.package, chosen[0])
     else:
         text = issue.hard(pin.package, pin.topic, [symptom(cases, b["f2p_cases"]) for b in chosen])
-    # One bug's changed cases are known from mining; for several at once grading runs the cases.
-    start = frozenset(range(len(cases))) - changed if count == 1 else None
     return RealTask(family, difficulty, seed, pin, tuple(chosen), tuple(fixes), files, pristine, text, cases, changed,
                     start)
