@@ -157,7 +157,7 @@ def stack(rng: random.Random, difficulty: str) -> Part:
         while len(ods) < n:
             ods.append(rng.choice([d for d in range(bore + 10, 61, 2) if abs(d - ods[-1]) >= 4]))
     else:
-        n, t, step = rng.randint(3, 6), rng.choice([1.5, 2, 2.5, 3, 4, 5]), 2 * rng.randint(2, 6)
+        n, t, step = rng.randint(3, 6), rng.choice([1.5, 2, 2.5, 3, 4, 5]), rng.randint(3, 12)
         thick = [t] * n
         top = bore + 2 * rng.randint(3, 8)
         ods = [top + step * (n - 1 - i) for i in range(n)]

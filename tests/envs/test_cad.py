@@ -1,4 +1,4 @@
-"""CAD domain: the CSG API, part files, IoU, and generated parts checked against their own descriptions.
+"""CAD domain: the CSG API, part files, IoU, generated parts checked against their own descriptions, feature scoring.
 
 Expected volumes come from formulas over numbers parsed out of the task text (a 32-gon of radius r has
 area 16 r^2 sin(pi/16)), and expected solids are built with manifold3d directly, not through the code
@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from jointrl.envs import registry
-from jointrl.envs.cad import FAMILIES
+from jointrl.envs.cad import FAMILIES, LONG_FAMILIES
 from jointrl.envs.cad.kit import csg, mesh_io
-from jointrl.envs.cad.families import FAMILIES as GENERATORS, make_part
+from jointrl.envs.cad.families import FAMILIES as GENERATORS, LONG_FAMILIES as LONG_GENERATORS, make_part
 from jointrl.envs.cad.measure import iou, measure
 from jointrl.envs.cad.part import DIFFICULTIES
-from jointrl.envs.cad.prompt import IOU_THRESHOLD
+from jointrl.envs.cad.prompt import FEATURE_MATCH, IOU_THRESHOLD
+from jointrl.envs.cad.verify import score
 
 M = manifold3d.Manifold
 SEEDS = range(6)
@@ -262,11 +263,16 @@ HOLES = {
 
 def test_every_family_is_registered_at_every_difficulty():
     assert set(FAMILIES) == set(GENERATORS) == set(HOLES) and len(FAMILIES) >= 8
+    assert set(LONG_FAMILIES) == set(LONG_GENERATORS)
     ids = registry.env_ids("cad/*")
-    assert ids == sorted(f"cad/{f}-v0:{d}" for f in FAMILIES for d in DIFFICULTIES)
+    assert ids == sorted([f"cad/{f}-v0:{d}" for f in FAMILIES for d in DIFFICULTIES] + [f"cad/{f}-v0:long" for f in LONG_FAMILIES])
     for env_id in ids:
         spec = registry.spec(env_id)
-        assert spec.kwargs["family"] in FAMILIES and str(IOU_THRESHOLD) in spec.description
+        assert spec.kwargs["family"] in {**FAMILIES, **LONG_FAMILIES} and str(IOU_THRESHOLD) in spec.description
+    with pytest.raises(ValueError, match="only at difficulty 'long'"):
+        make_part("fixture", "easy", 0)
+    with pytest.raises(ValueError, match="unknown CAD part family"):
+        make_part("gearbox", "easy", 0)
 
 
 @pytest.mark.parametrize("family", sorted(GENERATORS))
@@ -335,3 +341,144 @@ def test_signals_score_the_submitted_solid_not_the_workspace(plate_env):
     _call(plate_env, "run_program", code="from cadkit import box, save\nsave(box((1, 1, 1)))")
     assert plate_env.signals()["success"] == 1 and plate_env.signals()["iou"] == pytest.approx(1)
     assert _call(plate_env, "submit").error is not None  # one submission per episode
+
+
+def test_load_reads_back_what_save_wrote(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shape = csg.difference(csg.box((4, 4, 2)), csg.translate(csg.cylinder(4, 1), (2, 2, -1)))
+    csg.save(shape, "kept.npz")
+    assert iou(csg.load("kept.npz"), shape) == pytest.approx(1, abs=1e-12)
+    with pytest.raises(ValueError, match="no saved solid"):
+        csg.load("missing.npz")
+
+
+# Every feature is checked where it acts.
+
+IDS = [(family, difficulty) for family in sorted(GENERATORS) for difficulty in DIFFICULTIES] + [(f, "long") for f in LONG_GENERATORS]
+
+
+def _without(part, left_out):
+    """The part built with the kit from its features, leaving one out: an independent construction of the shortcut."""
+    kept = [f for f in part.features if f is not left_out]
+    adds = [f.solid for f in kept if not f.cut]
+    cuts = [f.solid for f in kept if f.cut]
+    return csg.difference(csg.union(adds), cuts) if adds else None
+
+
+@pytest.mark.parametrize("family, difficulty", IDS)
+def test_leaving_out_any_one_feature_fails_and_the_whole_part_passes(family, difficulty):
+    part = make_part(family, difficulty, 0)
+    assert score(part, part.target)["success"] == 1 and score(part, part.target)["features_fraction"] == 1
+    for feature in part.features:
+        shortcut = _without(part, feature)
+        if shortcut is None or shortcut.is_empty():
+            continue  # leaving out the only added solid leaves nothing to submit
+        signals = score(part, shortcut)
+        assert signals["success"] == 0 and signals[f"feature/{feature.name}"] == 0, (family, difficulty, feature.name)
+        others = [v for k, v in signals.items() if k.startswith("feature/") and k != f"feature/{feature.name}"]
+        assert all(v == 1 for v in others), (family, difficulty, feature.name, signals)
+
+
+def test_a_missing_counterbore_keeps_iou_and_genus_but_fails():
+    # The shortcut IoU and genus forgave: a flange with one counterbore left out, built from primitives directly.
+    part = make_part("flange", "hard", 0)
+    od, t, hub, hub_h, bore, k, dh = nums(r"disc of diameter ([\d.]+) and thickness ([\d.]+), with a coaxial hub of diameter "
+                                          r"([\d.]+) rising ([\d.]+) mm.*bore of diameter ([\d.]+).* (\d+) bolt holes of "
+                                          r"diameter ([\d.]+)", part.text)
+    cb, cbd, recess, rd = nums(r"to diameter ([\d.]+), ([\d.]+) mm deep\. A coaxial recess of diameter ([\d.]+) is cut "
+                               r"([\d.]+) mm deep", part.text)
+    pcd = (hub + od) / 2
+    centres = [(pcd / 2 * math.cos(math.radians(180 / k + i * 360 / k)), pcd / 2 * math.sin(math.radians(180 / k + i * 360 / k)))
+               for i in range(int(k))]
+    body = M.batch_boolean([M.cylinder(t, od / 2, -1.0, 32), M.cylinder(hub_h, hub / 2, -1.0, 32).translate((0, 0, t))],
+                           manifold3d.OpType.Add)
+    cutters = [rod(t + hub_h, bore / 2, 0, 0), M.cylinder(rd + 1, recess / 2, -1.0, 32).translate((0, 0, -1))]
+    cutters += [rod(t, dh / 2, x, y) for x, y in centres]
+    cutters += [M.cylinder(cbd + 1, cb / 2, -1.0, 32).translate((x, y, t - cbd)) for x, y in centres[1:]]
+    shortcut = M.batch_boolean([body] + cutters, manifold3d.OpType.Subtract)
+    signals = score(part, shortcut)
+    assert signals["iou"] >= IOU_THRESHOLD and signals["topology_match"] == 1
+    assert signals["feature/counterbore_1"] == 0 and signals["features_fraction"] == pytest.approx(1 - 1 / len(part.features))
+    assert signals["success"] == 0
+    whole = M.batch_boolean([body] + cutters + [M.cylinder(cbd + 1, cb / 2, -1.0, 32).translate((*centres[0], t - cbd))],
+                            manifold3d.OpType.Subtract)
+    assert score(part, whole)["success"] == 1
+
+
+def test_a_hole_of_the_wrong_size_fails_its_feature_and_a_finer_one_passes():
+    part = make_part("plate", "easy", 0)
+    (w, d, t), (dia,) = nums(r"0 <= x <= ([\d.]+), 0 <= y <= ([\d.]+), 0 <= z <= ([\d.]+)", part.text), nums(r"diameter ([\d.]+)", part.text)
+    centres = pairs(part.text.split("(x, y) =")[1])
+
+    def plate(radii, segments=32):
+        holes = [M.cylinder(t + 2, r, -1.0, segments).translate((x, y, -1)) for (x, y), r in zip(centres, radii)]
+        return M.batch_boolean([M.cube((w, d, t))] + holes, manifold3d.OpType.Subtract)
+
+    radii = [dia / 2] * len(centres)
+    # A hole 0.8 times the size leaves 1 - 0.64 = 36% of its region filled: well under the match share.
+    assert 1 - 0.64 < FEATURE_MATCH
+    small = score(part, plate([0.8 * dia / 2] + radii[1:]))
+    assert small["feature/hole_1"] == 0 and small["success"] == 0
+    assert score(part, plate(radii, segments=64))["features_fraction"] == 1
+
+
+# Held-out parts are new parts: neither their parameters nor their solids repeat train seeds.
+
+@pytest.mark.parametrize("family, difficulty", IDS)
+def test_held_out_parts_do_not_repeat_train_parts(family, difficulty):
+    train = [make_part(family, difficulty, s) for s in range(40)]
+    held = [make_part(family, difficulty, 1_000_000 + s) for s in range(40)]
+    assert not {p.key() for p in train} & {p.key() for p in held}
+    assert len({p.key() for p in train + held}) == 80
+    # Replaying train seed i's part on held-out seed i: far from the target.
+    for a, b in zip(train[:8], held[:8]):
+        assert iou(a.target, b.target) < IOU_THRESHOLD
+
+
+def test_nut_sizes_vary_beyond_a_short_table():
+    sizes = {nums(r"([\d.]+) mm across the flats", make_part("nut", "easy", s).text)[0] for s in range(200)}
+    assert len(sizes) >= 40
+
+
+# The long-horizon tier: a drawing read note by note.
+
+def test_fixture_notes_describe_every_feature():
+    for seed in range(5):
+        part = make_part("fixture", "long", seed)
+        (count,) = nums(r"The drawing has (\d+) numbered notes", part.text)
+        assert len(part.notes) == count >= 6 and len(part.steps) == count + 1
+        assert all(note.startswith(f"Note {i + 1}: ") for i, note in enumerate(part.notes))
+        # Every note's position or size appears in the note, not in the prompt.
+        assert not any(note.split(": ", 1)[1] in part.text for note in part.notes)
+        assert len(part.features) >= 7 and measure(part.target).components == 1
+
+
+def test_fixture_demo_reads_every_note_and_builds_the_part_in_ten_or_more_calls():
+    env = registry.make("cad/fixture-v0:long")
+    try:
+        env.reset(1_000_003)
+        assert registry.spec("cad/fixture-v0:long").max_turns >= 2 * len(env.part.notes) + 4
+        transcript = env.demo()
+        calls = [m["tool_calls"][0]["function"] for m in transcript if m.get("tool_calls")]
+        assert len(calls) >= 10
+        read = sorted(json.loads(c["arguments"])["number"] for c in calls if c["name"] == "read_note")
+        assert read == list(range(1, len(env.part.notes) + 1))
+        signals = env.signals()
+        assert signals["success"] == 1 and signals["features_fraction"] == 1
+        assert _call(env, "read_note", number=len(env.part.notes) + 1).error is not None
+    finally:
+        env.close()
+
+
+def test_fixture_part_missing_the_last_note_fails():
+    env = registry.make("cad/fixture-v0:long")
+    try:
+        env.reset(5)
+        # Every step but the last: the part as it stands before the last note is applied.
+        for step in env.part.steps[:-1]:
+            assert "Saved a valid solid" in _call(env, "run_program", code=step).content
+        assert _call(env, "submit").done
+        signals = env.signals()
+        assert signals["success"] == 0 and signals["features_fraction"] < 1
+    finally:
+        env.close()
