@@ -37,8 +37,8 @@ PYTHON_SECONDS = 20.0
 PYTHON_OUTPUT_BYTES = 16 << 10  # of stdout and of stderr, per call
 PAGE_OF = re.compile(r"page \d+ of (\d+)")
 
-SYSTEM = """You answer a question about the documents of {org}. The files are in your workspace: a workbook \
-(xlsx), an annual report (docx) and a KPI review (pdf); some facts appear in only one of them.
+SYSTEM = """You answer a question about the documents of {org}, which reports on {count} regions: {regions}. The files \
+are in your workspace: a workbook (xlsx), an annual report (docx) and a KPI review (pdf); some facts appear in only one of them.
 
 Tools:
 - list_files(): the files and what each holds.
@@ -104,7 +104,10 @@ class OfficeEnv(Env):
         self._variant, self.task = build_task(self.family, self.difficulty, seed)
         self.report, self._docs = _documents(seed, self.difficulty, self._variant)
         self._opened: set[str] = set()
-        system = SYSTEM.format(org=self.report.org, rows=readers.MAX_ROWS, cols=readers.MAX_COLUMNS, currency=self.report.currency)
+        # Naming the report's regions makes every seed's prompt its own: a question that names no region would
+        # otherwise read the same for two reports of one organisation and year.
+        system = SYSTEM.format(org=self.report.org, count=len(self.report.regions), regions=documents.join(self.report.regions),
+                               rows=readers.MAX_ROWS, cols=readers.MAX_COLUMNS, currency=self.report.currency)
         return [{"role": "system", "content": system}, {"role": "user", "content": self.task.question}]
 
     def file_bytes(self, file: str) -> bytes:

@@ -124,6 +124,18 @@ def test_same_seed_same_question_and_seeds_differ():
     assert len(set(questions)) >= 5
 
 
+@pytest.mark.parametrize("env_id", ["office/argmax-v0:hard", "office/threshold-count-v0:medium", "office/aggregate-v0:medium"])
+def test_held_out_prompts_never_repeat_a_train_prompt(env_id):
+    # These questions name no region: without the report's regions in the prompt, two reports of one
+    # organisation and year would open with the same messages (the audit's overlap).
+    def opening(seed):
+        env = registry.make(env_id)
+        return json.dumps(env.reset(seed).messages, sort_keys=True)
+
+    train = {opening(seed) for seed in range(20)}
+    assert not train & {opening(seed) for seed in range(1_000_000, 1_000_020)}
+
+
 def test_workbook_holds_the_report_figures():
     env, _ = _start("office/lookup-v0:hard", 2)
     data, report = _file(env, ".xlsx")[1], env.report
