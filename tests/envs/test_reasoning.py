@@ -12,7 +12,7 @@ import pytest
 from reasoning_gym.factory import CURRICULA, DATASETS, create_dataset
 
 from jointrl.envs import registry
-from jointrl.envs.reasoning import audit, build_catalog, entries, hardness
+from jointrl.envs.reasoning import audit, balance, build_catalog, entries, hardness, verifiers
 from jointrl.envs.reasoning.adapter import ReasoningGymEnv
 from jointrl.envs.reasoning.catalog import CATALOG
 from jointrl.envs.reasoning.exclusions import EXCLUDED_DATASETS, FROZEN_KNOBS
@@ -271,3 +271,137 @@ def test_bad_dataset_or_config_is_refused_by_name():
         ReasoningGymEnv(dataset="caesar_cipher", config={"max_rotation": 50})
     with pytest.raises(ValueError, match="rejects config"):
         ReasoningGymEnv(dataset="gcd", config={"no_such_field": 1})
+
+
+# Shortcuts that upstream verifiers or answer distributions left open, checked against hand-made references.
+
+
+def _make_24(numbers):
+    """An expression over exactly `numbers` that makes 24, by brute force over orders and operators (None if none)."""
+    from itertools import permutations, product
+
+    shapes = ["(({a}{p}{b}){q}{c}){r}{d}", "({a}{p}({b}{q}{c})){r}{d}", "({a}{p}{b}){q}({c}{r}{d})",
+              "{a}{p}(({b}{q}{c}){r}{d})", "{a}{p}({b}{q}({c}{r}{d}))"]
+    for a, b, c, d in permutations(numbers):
+        for p, q, r in product("+-*/", repeat=3):
+            for shape in shapes:
+                text = shape.format(a=a, b=b, c=c, d=d, p=p, q=q, r=r)
+                try:
+                    if _evaluate(ast.parse(text, mode="eval")) == 24:
+                        return text
+                except ZeroDivisionError:
+                    continue
+    return None
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("10*(8 - 5) - 6", 1.0),
+        ("(8-5)*10-6", 1.0),
+        ("8*5 - 10 - 6", 1.0),
+        ("1*3*5 + 9", 0.0),  # makes 24 from other numbers: upstream's verifier gives it full marks
+        ("10*(8 - 5) - 6 + 0", 0.0),  # a fifth number
+        ("10*(8 - 5) - 6 - 6 + 6", 0.0),  # a number used twice
+        ("8*5 - 10 + 6", 0.0),  # the right numbers, but 36
+        ("10*(8 - 5) - 6 == 24", 0.0),
+        ("__import__('os')", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_puzzle24_verifier_by_hand(answer, expected):
+    entry = {"metadata": {"numbers": [8, 5, 10, 6]}}
+    assert verifiers.puzzle24(answer, entry) == expected
+
+
+def test_puzzle24_verifier_divides_exactly():
+    # 8 / (3 - 8/3) is 24 only in exact arithmetic (floats give 23.999999999999996).
+    assert verifiers.puzzle24("8 / (3 - 8/3)", {"metadata": {"numbers": [3, 3, 8, 8]}}) == 1.0
+    assert verifiers.puzzle24("8 / (3 - 3)", {"metadata": {"numbers": [3, 3, 8, 8]}}) == 0.0
+
+
+def test_puzzle24_fixed_expression_fails_and_a_solution_of_the_shown_numbers_passes():
+    upstream = create_dataset("puzzle24", seed=0, size=1)
+    assert upstream.score_answer("1*3*5 + 9", upstream[0]) == 1.0  # the shortcut this verifier closes
+    env_id = "reasoning/puzzle24-v0:default"
+    for seed in range(6):
+        question = registry.make(env_id).reset(seed).messages[-1]["content"]
+        numbers = [int(n) for n in question.split("Make 24 using ", 1)[1].split(".", 1)[0].split(", ")]
+        solution = _make_24(numbers)
+        assert solution is not None, numbers
+        assert _played(env_id, seed, solution)["success"] == 1.0
+        fixed = _played(env_id, seed, "1*3*5 + 9")["success"]
+        assert fixed == float(sorted(numbers) == [1, 3, 5, 9]), numbers
+
+
+def test_target_is_the_thue_morse_sequence_and_balances_every_block():
+    assert [balance.target(s, 2) for s in range(8)] == [0, 1, 1, 0, 1, 0, 0, 1]
+    assert [balance.target(s, 3) for s in range(6)] == [0, 1, 2, 1, 2, 0]
+    for k in (2, 3, 23):
+        for start in (0, 23 * k, 10**6 - 10**6 % k):
+            assert sorted(balance.target(s, k) for s in range(start, start + k)) == list(range(k))
+    # Held-out seed 1_000_000 + i does not want what train seed i wants (s mod 2 would make them equal).
+    assert all(balance.target(i, 2) != balance.target(10**6 + i, 2) for i in range(20))
+
+
+def test_integer_answers_bucket_by_value():
+    assert balance.bucket("24") == 1 and balance.bucket(" -1 ") == 22 and balance.bucket("23") == 0
+    assert len({balance.bucket(str(n)) for n in range(100, 123)}) == balance.BUCKETS
+
+
+@pytest.mark.parametrize(
+    "env_id, constant",
+    [("reasoning/syllogism-v0:default", "Yes"), ("reasoning/circuit_logic-v0:default", "1"),
+     ("reasoning/acre-v0:default", "off"), ("reasoning/course_schedule-v0:default", "False")],
+)
+def test_k_way_datasets_balance_their_choices(env_id, constant):
+    name = registry.spec(env_id).kwargs["dataset"]
+    k = len(balance.CHOICES[name])
+    seeds = range(k * (10**6 // k), k * (10**6 // k) + 4 * k)  # four aligned blocks of k seeds
+    assert registry.make(env_id).answer_choices == k
+    references = [entries.draw(name, {}, s).reference.strip().lower() for s in seeds]
+    # Every choice is the answer equally often, so the constant is right on exactly 1/k of the seeds.
+    assert sorted(references) == sorted([c.lower() for c in balance.CHOICES[name]] * 4)
+    passes = [_played(env_id, s, constant)["success"] for s in seeds]
+    assert sum(passes) == 4
+
+
+@pytest.mark.parametrize("name", ["shortest_path", "gsm_symbolic", "largest_island"])
+def test_spread_datasets_repeat_no_answer_within_a_block(name):
+    references = [entries.draw(name, {}, s).reference for s in range(balance.BUCKETS)]
+    assert len(set(references)) == balance.BUCKETS
+    assert len({balance.bucket(r) for r in references}) == balance.BUCKETS
+
+
+def test_shortest_path_infeasible_is_rarely_right():
+    env_id = "reasoning/shortest_path-v0:default"
+    # Upstream, 'infeasible' answers about a third of the tasks; spread, at most one seed in 23.
+    assert sum(_played(env_id, s, "infeasible")["success"] for s in range(balance.BUCKETS)) <= 1
+
+
+def _life_step(board):
+    """One Game of Life step on a torus with the Moore neighbourhood (the question's rules)."""
+    rows, cols = len(board), len(board[0])
+    out = []
+    for r in range(rows):
+        row = []
+        for c in range(cols):
+            alive = sum(board[(r + dr) % rows][(c + dc) % cols] for dr in (-1, 0, 1) for dc in (-1, 0, 1)) - board[r][c]
+            row.append(1 if alive == 3 or (alive == 2 and board[r][c]) else 0)
+        out.append(row)
+    return out
+
+
+def test_game_of_life_dead_board_is_never_the_answer():
+    env_id = "reasoning/game_of_life-v0:default"
+    for seed in range(4):
+        env = registry.make(env_id)
+        question = env.reset(seed).messages[-1]["content"]
+        board = json.loads(question[question.index("[[", question.index("0,0,0]]") + 1):].rstrip(". \n"))
+        steps = int(question.split("after ", 1)[1].split(" step", 1)[0])
+        for _ in range(steps):
+            board = _life_step(board)
+        assert any(any(row) for row in board), seed
+        assert _played(env_id, seed, json.dumps(board))["success"] == 1.0
+        dead = json.dumps([[0] * len(board[0]) for _ in board])
+        assert _played(env_id, seed, dead)["success"] == 0.0
