@@ -4,7 +4,7 @@ Three kinds of dataset are balanced by redrawing a seed's entry until its refere
 
 - an explicit k-way choice (yes/no, one of k named moves) lists its choices in CHOICES; seed s wants choice
   `target(s, k)`, so every choice is the right one equally often and the env declares `answer_choices = k`;
-- a dataset whose one degenerate answer is common (the dead board) lists a test for it in DEGENERATE, and
+- a dataset whose degenerate answers are common (the dead board, a one-cell matrix) lists a test for it in DEGENERATE, and
   entries with that answer are redrawn;
 - a dataset with a few very common answers (`0`, `infeasible`, a small count) is in SPREAD: its answers fall
   into BUCKETS buckets (see bucket) and seed s wants an answer in bucket `target(s, BUCKETS)`, so no single
@@ -40,7 +40,12 @@ def _dead_board(reference: str) -> bool:
     return not any(cell for row in json.loads(reference) for cell in row)
 
 
-DEGENERATE: dict[str, Callable[[str], bool]] = {"game_of_life": _dead_board}
+def _one_cell(reference: str) -> bool:
+    """A matrix answer cropped down to a single cell (a fifth of the hard tasks, a third of them '0')."""
+    return len(reference.split()) == 1
+
+
+DEGENERATE: dict[str, Callable[[str], bool]] = {"game_of_life": _dead_board, "manipulate_matrix": _one_cell}
 # A constant answer is right for at most one seed in each aligned run of BUCKETS seeds: at most 1/23, 4.3%.
 BUCKETS = 23
 # Draws a balanced seed may take: a bucket holding 1% of a dataset's answers is still found almost always.

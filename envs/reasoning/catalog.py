@@ -36,7 +36,7 @@ CATALOG: dict[str, dict] = {
     },
     'bf': {
         'description': 'code: Generates BF tasks',
-        'hard': {'difficulty': 2},
+        'hard': {},
     },
     'binary_matrix': {
         'description': 'algorithmic: Find the distance to the nearest 0 for each cell in a binary matrix',

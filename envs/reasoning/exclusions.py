@@ -42,6 +42,7 @@ EXCLUDED_DATASETS: dict[str, str] = {
 # Curriculum knobs (reasoning-gym attribute names) that the hard rule in hardness.py would move but that stay at
 # their defaults. A dataset whose every movable knob is listed here has no hard variant.
 FROZEN_KNOBS: dict[str, dict[str, str]] = {
+    "bf": {"difficulty": "a difficulty-2 entry takes 0.27 s to generate, and its outputs cluster: constant '24' 0.10"},
     "caesar_cipher": {"rotation": "the config accepts rotations 1-25 only; the next level is 50"},
     "countdown": {"target": "targets of 500-1000 often have no expression: generation fails after 100 attempts"},
     "futoshiki": {"board_size": "boards of 7-9 take 0.39 s per reset on average"},
