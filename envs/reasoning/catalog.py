@@ -192,7 +192,7 @@ CATALOG: dict[str, dict] = {
     },
     'number_sequence': {
         'description': 'cognition: Generates number sequence completion tasks with dynamic pattern generation',
-        'hard': {'min_terms': 8, 'max_terms': 12, 'min_value': -500, 'max_value': 500, 'max_complexity': 4},
+        'hard': {},
     },
     'number_sorting': {
         'description': 'algorithmic: Number sorting task generator',

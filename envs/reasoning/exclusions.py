@@ -46,12 +46,16 @@ FROZEN_KNOBS: dict[str, dict[str, str]] = {
     "caesar_cipher": {"rotation": "the config accepts rotations 1-25 only; the next level is 50"},
     "countdown": {"target": "targets of 500-1000 often have no expression: generation fails after 100 attempts"},
     "futoshiki": {"board_size": "boards of 7-9 take 0.39 s per reset on average"},
-    "game_of_life": {"grid_size_x": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
-                     "grid_size_y": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
-                     "filled_cells_weights": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds",
-                     "simulation_steps": "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds"},
+    "game_of_life": {
+        knob: "the hard boards die out: the empty board is the answer on 1.00 of held-out seeds"
+        for knob in ("grid_size_x", "grid_size_y", "filled_cells_weights", "simulation_steps")
+    },
     "jugs": {"num_jugs": "with 4 jugs 2 of 10 seeds ship a solution their own verifier rejects; with difficulty 15 a reset takes 0.37 s"},
     "letter_jumble": {"word_len": "the curriculum's next range (50-64 letters) holds no words: generation fails"},
+    "number_sequence": {
+        knob: "constant '0' passes 0.20; spreading its answers needs ~23 entries a reset at 0.1-0.7 s each"
+        for knob in ("terms", "min_value", "max_value", "max_complexity")
+    },
     "puzzle24": {"value": "four numbers drawn from 9-10 rarely make 24: generation does not finish"},
     "rubiks_cube": {"cube_size": "the worked solution exists only for 3x3 cubes; a 4x4 entry ships none"},
     "sokoban": {"width": "boards 10-11 wide take seconds to generate for some seeds"},
