@@ -179,8 +179,8 @@ def _trail(world, p, steps):
         town = world[person.rels["birthplace"]]
         steps += [("open", member.url), ("open", person.url), ("open", town.url)]
         towns[town.url] = town
-    # Nine pages at least: with the search for the anchor, ten calls or more, each reading something needed.
-    if len(dict.fromkeys(arg for op, arg in steps if op == "open")) < 9:
+    # Ten pages at least, each holding a fact the answer needs: ten calls or more however the facts are found.
+    if len(dict.fromkeys(arg for op, arg in steps if op == "open")) < 10:
         raise Unanswerable("the trail is too short")
     return _number(sum(_value(t, "population") for t in towns.values()), steps)
 

@@ -21,7 +21,7 @@ from jointrl.envs.browse.schema import ATTRS, EVENTS, FACTS, KINDS, RELATIONS, p
 from jointrl.envs.browse.world import GROWABLE, TWINNED, World, add_twin, spawn
 
 YEARS = tuple(a for a, attr in ATTRS.items() if attr.year)
-SIZES = tuple(a for a, attr in ATTRS.items() if attr.diff)
+SIZES = tuple(a for a, attr in ATTRS.items() if attr.diff and not attr.narrow)
 RANKS = {"asc": ("first", "second", "third"), "desc": ("most recently", "second most recently", "third most recently")}
 ATTEMPTS = 400
 TWIN_DIFFICULTIES = ("hard", "long")
@@ -123,8 +123,10 @@ def _numeric(kind: str) -> list[str]:
 def _lookup(world, rng, difficulty, seed):
     length = rng.choice({"easy": (0, 1), "medium": (1, 2), "hard": (2, 3)}[difficulty])
     ref = _ref(world, rng, length, tuple(k for k in KINDS if FACTS[k]))
-    # Figures only: a sport, industry or occupation is one of a handful of words a guess would often hit.
-    return {"family": "lookup", "ref": ref, "attr": rng.choice(_numeric(programs.follow(world, ref).kind))}
+    # Wide figures only: a sport, industry or occupation is one of a handful of words a guess would often hit,
+    # and so is a number of tracks or titles.
+    wide = [a for a in _numeric(programs.follow(world, ref).kind) if not ATTRS[a].narrow]
+    return {"family": "lookup", "ref": ref, "attr": rng.choice(wide)}
 
 
 def _chain(world, rng, difficulty, seed):

@@ -20,6 +20,8 @@ class Attr:
     kinds: tuple[str, ...]
     numeric: bool = True
     year: bool = False
+    # A count of a few dozen at most: read alone or differenced, a guess would often hit it.
+    narrow: bool = False
     lookup: str = ""  # the question asking for it, with {x}
     more: str = ""  # comparison lead picking the larger value
     less: str = ""  # comparison lead picking the smaller value
@@ -102,26 +104,22 @@ ATTRS: dict[str, Attr] = {
         total="How many people did {m} employ in total in 2020?",
     ),
     "tracks": Attr(
-        "Tracks (original release)", ("album",),
-        lookup="How many tracks are on the original release of {x}?",
+        "Tracks (original release)", ("album",), narrow=True,
         more="Which has more tracks on its original release", less="Which has fewer tracks on its original release",
         above=("has more than {v} tracks on its original release", "have more than {v} tracks on their original release"),
         below=("has fewer than {v} tracks on its original release", "have fewer than {v} tracks on their original release"),
-        diff="What is the difference between the numbers of tracks on the original releases of {a} and {b}?",
         total="How many tracks are there in total on the original releases of {m}?",
     ),
     "titles": Attr(
-        "League titles (to 2020)", ("club",),
-        lookup="How many league titles had {x} won by 2020?",
+        "League titles (to 2020)", ("club",), narrow=True,
         more="Which had won more league titles by 2020", less="Which had won fewer league titles by 2020",
         above=("had won more than {v} league titles by 2020",) * 2,
         below=("had won fewer than {v} league titles by 2020",) * 2,
-        diff="What is the difference between the numbers of league titles won by {a} and by {b} up to 2020?",
         total="How many league titles had {m} won in total by 2020?",
     ),
-    "occupation": Attr("Occupation", ("person",), numeric=False, lookup="What is the occupation of {x}?"),
-    "industry": Attr("Industry", ("company",), numeric=False, lookup="In which industry does {x} work?"),
-    "sport": Attr("Sport", ("club",), numeric=False, lookup="Which sport does {x} play?"),
+    "occupation": Attr("Occupation", ("person",), numeric=False),
+    "industry": Attr("Industry", ("company",), numeric=False),
+    "sport": Attr("Sport", ("club",), numeric=False),
 }
 
 RELATIONS: dict[str, Relation] = {
