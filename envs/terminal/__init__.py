@@ -1,4 +1,4 @@
-"""Terminal domain: shell tasks (files, text, CSV, logs, archives, permissions, git, SQLite, make) in a sandbox.
+"""Terminal domain: shell tasks (files, text, CSV, logs, archives, permissions, git, SQLite, make, a long release) in a sandbox.
 
 `register()` only adds specs; the generators and the env are imported when an env is made.
 """

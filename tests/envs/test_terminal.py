@@ -417,11 +417,11 @@ def test_release_makefile_once_repaired_builds_what_the_checker_expects(tmp_path
     for bug in ("spaces", "typo"):
         text = release_makefile("gen", bug, "    ")
         repaired = text.replace("\n    awk", "\n\tawk").replace("$(OUT)/total.csv", "$(OUT)/totals.csv")
-        assert repaired != text and repaired == release_makefile("gen", "none", "")
+        assert repaired != text and repaired == release_makefile("gen", None)
     (tmp_path / "data").mkdir()
     for name, rows in tables.items():
         (tmp_path / "data" / f"{name}.csv").write_text("id,item,qty,price\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
-    (tmp_path / "Makefile").write_text(release_makefile("gen", "none", ""))
+    (tmp_path / "Makefile").write_text(release_makefile("gen", None))
     subprocess.run(["make", "-s"], cwd=tmp_path, check=True, capture_output=True)
     totals, summary, _ = release_outputs(tables)
     assert (tmp_path / "gen" / "totals.csv").read_text() == totals == "file,rows,total\na,1,63\nab,1,1\nb-side,2,1180\n"

@@ -38,8 +38,11 @@ clean:
 """
 
 
-def makefile(out: str, bug: str, indent: str) -> str:
-    """The project's Makefile with one broken rule: a space-indented recipe or a misspelled prerequisite."""
+def makefile(out: str, bug: str | None, indent: str = "    ") -> str:
+    """The project's Makefile, sound or with one broken rule: a recipe indented by `indent` ('spaces') or a misspelled
+    prerequisite ('typo')."""
+    if bug not in (None, "spaces", "typo"):
+        raise ValueError(f"unknown Makefile bug {bug!r}; known: spaces, typo")
     text = MAKEFILE.replace("@OUT@", out)
     text = text.replace("@TOTALS@", "$(OUT)/total.csv" if bug == "typo" else "$(OUT)/totals.csv")
     return text.replace("@INDENT@", indent if bug == "spaces" else "\t")
@@ -78,7 +81,8 @@ def _release(rng: random.Random) -> Task:
     tables[bad_file][bad_index] = (bad_id, item, fixed_qty, price)
     shipped = {name: _csv(rows) for name, rows in tables.items()}
     broken = dict(shipped)
-    broken[bad_file] = broken[bad_file].replace(f"\n{bad_id},{item},{fixed_qty},{price}\n", f"\n{bad_id},{item},{garbled},{price}\n")
+    good_row, bad_row = f"{bad_id},{item},{fixed_qty},{price}", f"{bad_id},{item},{garbled},{price}"
+    broken[bad_file] = broken[bad_file].replace(f"\n{good_row}\n", f"\n{bad_row}\n")
     totals, summary, total = outputs(tables)
 
     # Other releases' corrections name ids of this data too: only this release's line applies.
@@ -127,7 +131,7 @@ def _release(rng: random.Random) -> Task:
         Step("make", "Build again: now the validation names the bad row, its file, line and id."),
         Step(f"grep -- '^{top} {bad_id} ' /workspace/incoming/corrections.txt",
              "Take the correction for this release and this id only."),
-        Step(f"sed -i '{bad_line}s/.*/{bad_id},{item},{fixed_qty},{price}/' data/{bad_file}.csv && sed -n '{bad_line}p' data/{bad_file}.csv",
+        Step(f"sed -i '{bad_line}s/.*/{good_row}/' data/{bad_file}.csv && sed -n '{bad_line}p' data/{bad_file}.csv",
              "Set the row's qty to the listed value, leaving its other fields as they were."),
         Step(f"make && cat {out}/summary.txt", "The build passes; the summary holds the total for the log."),
         Step(f"mkdir -p /workspace/ship/{top} /workspace/dist && cp {out}/totals.csv {out}/summary.txt VERSION "
