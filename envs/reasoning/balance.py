@@ -30,7 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "syllogism": ("Yes", "No"),
 }
 SPREAD: frozenset[str] = frozenset({
-    "calendar_arithmetic", "gsm_symbolic", "largest_island", "number_sequence", "power_function",
+    "calendar_arithmetic", "gsm_symbolic", "largest_island", "number_sequence", "power_function", "products",
     "shortest_path", "tsumego",
 })
 

@@ -144,7 +144,7 @@ def draw(name: str, config: dict[str, Any], seed: int) -> Draw:
         if not reference or not reference.strip():
             problem = "the reference answer is missing or blank"
         elif not balance.fits(name, seed, reference):
-            problem = "no reference answer fits the seed's choice or bucket"
+            problem = "the reference answer is not the seed's choice or in its bucket, or is degenerate"
         elif score(dataset, reference, entry) < 1.0:
             problem = "the verifier rejects the reference answer"
         elif score(dataset, "", entry) >= 1.0:
