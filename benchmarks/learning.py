@@ -1,0 +1,187 @@
+"""Does RL make the agent better? One SFT checkpoint, then RL arms compared on the same held-out tasks.
+
+    python benchmarks/learning.py [RECIPE] [--arms sft,single,joint,learnability] [--eval-seeds N]
+                                  [--eval-samples K] [--out DIR] [key=value ...]
+
+From one supervised cold start (the recipe's `trainer.sft`), the arms are:
+  sft           no RL: the cold-start checkpoint itself;
+  single        RL on each domain of the mix alone (that domain's globs, the recipe's steps and prompts);
+  joint         RL on the whole mix, the same steps and prompts per step as each single-domain arm;
+  learnability  joint RL with `envs.mix_schedule: learnability` instead of the fixed mix.
+Every policy is evaluated on the same held-out tasks (the recipe's eval seeds, which the config keeps at
+or above the envs' held-out start), sampled at the rollout temperature, N seeds per env id x K samples.
+The table gives each family's pass rate per arm and each arm's paired change from SFT with its bootstrap
+95% CI (rl/significance.py), and transfer = joint - single per family, also paired. JSON (every change) and
+a PNG (training pass rate per domain against step, per arm) go to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from jointrl.rl.cold_start import cold_start
+from jointrl.rl.config import RunConfig
+from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
+from jointrl.rl.recipe import load_recipe
+from jointrl.rl.significance import Change, compare, family_of
+from jointrl.rl.trainer import policy_from_state, train
+
+ARMS = ("sft", "single", "joint", "learnability")
+
+
+def with_envs(cfg: RunConfig, run_dir: Path, **envs) -> RunConfig:
+    """A copy of the recipe with some `envs` keys replaced and its own run directory."""
+    data = cfg.model_dump()
+    data["envs"] |= envs
+    data["tracking"] |= {"run_dir": str(run_dir)}
+    data["checkpoint"] |= {"dir": None}
+    return RunConfig.model_validate(data)
+
+
+def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, samples: int) -> EvalSummary:
+    """The policy `state` on `seeds` held-out seeds per env id, `samples` samples each at the rollout temperature."""
+    model = policy_from_state(cfg, state).eval().requires_grad_(False)
+    start = cfg.envs.eval_seeds.start
+    return evaluate(model, tokenizer, cfg, env_ids, list(range(start, start + seeds)),
+                    temperature=cfg.rollout.temperature, max_rows=cfg.rollout.max_rows, samples=samples,
+                    seed=cfg.trainer.seed)
+
+
+def restrict(summary: EvalSummary, domain: str) -> EvalSummary:
+    """The evaluation's episodes of one domain only."""
+    keep = [i for i, t in enumerate(summary.trajectories) if t.episode.domain == domain]
+    return summarize([summary.trajectories[i] for i in keep], [summary.rewards[i] for i in keep], summary.settings)
+
+
+def _cell(change: Change | None) -> str:
+    if change is None:
+        return "-"
+    mark = "*" if change.significant else ""
+    return f"{change.change:+.3f} [{change.low:+.3f}, {change.high:+.3f}]{mark}"
+
+
+def report(evals: dict[str, EvalSummary], console: Console) -> dict:
+    """Print the family x arm table and return every paired change as JSON-ready dicts."""
+    sft = evals["sft"]
+    vs_sft = {arm: {c.group: c for c in compare(_matching(sft, evals[arm]), evals[arm], family_of)}
+              for arm in ARMS if arm in evals and arm != "sft"}
+    transfer = {}
+    if "joint" in evals and "single" in evals:
+        transfer = {c.group: c for c in compare(evals["single"], _matching(evals["joint"], evals["single"]), family_of)}
+    families = sorted({c for changes in vs_sft.values() for c in changes if c != "all"})
+    table = Table(title="held-out pass rate: change from SFT per arm, paired bootstrap 95% CI (* = significant)")
+    for name in ("family", "SFT", *(f"{arm}" for arm in vs_sft), "joint - single"):
+        table.add_column(name, justify="left" if name == "family" else "right")
+    for family in [*families, "all"]:
+        base = next((changes[family].a for changes in vs_sft.values() if family in changes), None)
+        table.add_row(family, "-" if base is None else f"{base:.3f}",
+                      *(_cell(changes.get(family)) for changes in vs_sft.values()), _cell(transfer.get(family)))
+    console.print(table)
+    return {"vs_sft": {arm: {g: c.to_json() for g, c in changes.items()} for arm, changes in vs_sft.items()},
+            "transfer": {g: c.to_json() for g, c in transfer.items()}}
+
+
+def _matching(reference: EvalSummary, other: EvalSummary) -> EvalSummary:
+    """`reference` restricted to the env ids `other` played, so the two pair task by task."""
+    ids = {t.episode.env_id for t in other.trajectories}
+    keep = [i for i, t in enumerate(reference.trajectories) if t.episode.env_id in ids]
+    return summarize([reference.trajectories[i] for i in keep], [reference.rewards[i] for i in keep], reference.settings)
+
+
+def plot(histories: dict[str, list[dict]], path: Path) -> None:
+    """Training pass rate per domain against step, one panel per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a CI or CPU box
+    import matplotlib.pyplot as plt
+
+    arms = [arm for arm, history in histories.items() if history]
+    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(4.5 * max(len(arms), 1), 3.5), squeeze=False)
+    for ax, arm in zip(axes[0], arms):
+        keys = sorted({k for metrics in histories[arm] for k in metrics if k.startswith("pass_rate/")})
+        for key in keys:
+            ax.plot(range(1, len(histories[arm]) + 1), [m.get(key, float("nan")) for m in histories[arm]],
+                    label=key.split("/", 1)[1])
+        ax.set_title(arm)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel("training pass rate")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("recipe", nargs="?", default="quickstart")
+    parser.add_argument("overrides", nargs="*", help="recipe overrides key=value")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    parser.add_argument("--eval-seeds", type=int, default=64, help="held-out seeds per env id (default 64)")
+    parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task (default 4)")
+    parser.add_argument("--out", default="runs/learning", help="output directory (default runs/learning)")
+    args = parser.parse_args(argv)
+    arms = args.arms.split(",")
+    if any(a not in ARMS for a in arms) or "sft" not in arms:
+        raise SystemExit(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}, sft included")
+
+    began = time.perf_counter()
+    # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    out = Path(args.out)
+    cfg = load_recipe(args.recipe, [*args.overrides, f"tracking.run_dir={out / 'sft'}"])
+    start = cold_start(cfg, console)
+    sft_state = start.model.state_dict()
+
+    def evaluate_policy(state, env_ids):
+        return held_out(cfg, start.tokenizer, state, env_ids, args.eval_seeds, args.eval_samples)
+
+    evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
+    histories, seconds = {}, {"sft": time.perf_counter() - began}
+    runs = []
+    if "single" in arms:
+        for domain in sorted({t.episode.domain for t in evals["sft"].trajectories}):
+            globs = [m for m in cfg.envs.mix if m.glob.split("/", 1)[0] == domain]
+            runs.append((f"single:{domain}", with_envs(cfg, out / f"single-{domain}", mix=[m.model_dump() for m in globs],
+                                                         domain_shares={}), domain))
+    if "joint" in arms:
+        runs.append(("joint", with_envs(cfg, out / "joint"), None))
+    if "learnability" in arms:
+        runs.append(("learnability", with_envs(cfg, out / "learnability", mix_schedule="learnability"), None))
+    singles = []
+    for name, arm_cfg, domain in runs:
+        console.rule(f"RL arm {name}: {arm_cfg.trainer.steps} steps x {arm_cfg.trainer.prompts_per_step} prompts")
+        arm_start = time.perf_counter()
+        result = train(arm_cfg, init=start.checkpoint, console=console)
+        ids = [i for i in start.env_ids if domain is None or i.split("/", 1)[0] == domain]
+        summary = evaluate_policy(result.state, ids)
+        histories[name], seconds[name] = result.history, time.perf_counter() - arm_start
+        if domain is None:
+            evals[name] = summary
+        else:
+            singles.append(summary)
+    if singles:
+        trajectories = [t for s in singles for t in s.trajectories]
+        evals["single"] = summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings)
+
+    results = report(evals, console)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(histories, out / "learning.png")
+    total = time.perf_counter() - began
+    (out / "learning.json").write_text(json.dumps({
+        "recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
+        "eval_samples": args.eval_samples, "seconds": {**seconds, "total": total}, **results,
+        "history": histories,
+    }, indent=1))
+    console.print(f"wrote {out / 'learning.json'} and {out / 'learning.png'} in {total:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
