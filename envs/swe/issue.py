@@ -2,10 +2,12 @@
 and for the long tier a feature request that names the missing function and quotes its docstring."""
 from __future__ import annotations
 
+import re
+
 from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.family import Family
 from jointrl.envs.swe.feature import Feature
-from jointrl.envs.swe.probe import Outcome
+from jointrl.envs.swe.probe import PRIVATE_PREFIX, Outcome
 from jointrl.envs.swe.project import Project, Test
 
 
@@ -78,9 +80,16 @@ def _session(package: str, test: Test, actual: Outcome) -> list[str]:
     elif actual.error is not None:
         lines += ["Traceback (most recent call last):", "  ...", f"{actual.error}: {actual.message}".rstrip(": ")]
     elif actual.value is not None or not test.case.raises:
-        lines.append(repr(actual.value))
+        lines.append(_shown(package, actual.value))
     lines.append("```")
     return lines
+
+
+def _shown(package: str, value: object) -> str:
+    """repr(value) as the user would see it, without what differs between runs: the probe's private package
+    name and the object addresses of default reprs (issue texts must be the same in every process)."""
+    text = re.sub(rf"\b{PRIVATE_PREFIX}\d+\b", package, repr(value))
+    return re.sub(r" at 0x[0-9a-fA-F]+>", ">", text)
 
 
 def _expected(test: Test) -> str:

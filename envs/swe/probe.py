@@ -19,6 +19,7 @@ from jointrl.envs.swe.case import Case
 
 # Far above what any reference case needs, low enough that a mutant stuck in a loop is caught fast.
 LINE_BUDGET = 20_000
+PRIVATE_PREFIX = "_jointrl_swe_probe_"  # + a serial number: the name each probed package is imported under
 _serial = itertools.count()
 
 
@@ -75,7 +76,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 @contextmanager
 def loaded(sources: dict[str, str]) -> Iterator[tuple[str, dict[str, object]]]:
     """Import a package from `sources` (stem -> text) under a private name; yield it and stem -> module or exception."""
-    root = f"_jointrl_swe_probe_{next(_serial)}"
+    root = f"{PRIVATE_PREFIX}{next(_serial)}"
     finder = _SourceFinder(root, sources)
     sys.meta_path.insert(0, finder)
     modules: dict[str, object] = {}

@@ -16,7 +16,9 @@ def _pairs(rng: random.Random, n: int, span: int = 60, longest: int = 15) -> lis
 
 
 def interval_cases(rng: random.Random) -> list[Case]:
-    a, b = rng.randint(0, 10), rng.randint(11, 20)
+    a = rng.randint(0, 10)
+    # At least one point strictly inside (a = 10, b = 11 would leave none to draw).
+    b = rng.randint(max(11, a + 2), 20)
     inside = rng.randint(a + 1, b - 1)
     c = rng.randint(a + 1, b - 1)
     return [
