@@ -134,13 +134,26 @@ def _chain(world, rng, difficulty, seed):
     return {"family": "chain", "ref": _ref(world, rng, length, tuple(KINDS))}
 
 
+def _sort(entity) -> tuple[str, bool]:
+    """What a name shows about how an entity's figures were drawn: its kind, and for a company whether it is a label."""
+    return entity.kind, entity.attrs.get("industry") == LABEL_INDUSTRY
+
+
 def _compare(world, rng, difficulty, seed):
-    lengths = rng.choice({"easy": ((0, 0),), "medium": ((0, 1), (1, 0)), "hard": ((1, 1), (1, 2), (2, 1))}[difficulty])
+    length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
     attr = rng.choice([a for a in ATTRS if ATTRS[a].numeric])
-    # Both of one kind: towns are all older than companies, so a town against a company needs no reading.
-    kind = rng.choice(ATTRS[attr].kinds)
-    refs = [_ref(world, rng, n, (kind,)) for n in lengths]
-    return {"family": "compare", "refs": refs, "attr": attr, "pick": rng.choice(("min", "max"))}
+    first = _ref(world, rng, length, ATTRS[attr].kinds)
+    # The two options are worded alike (anchors of one sort, the same links) and end at entities of one sort:
+    # otherwise the wording alone leans one way (a musician is born later than a club's founder, a label
+    # employs fewer than a manufacturer, every town is older than every company).
+    anchor = world[first["anchor"]]
+    others = [e for e in world.of_kind(anchor.kind, twins=False) if _sort(e) == _sort(anchor) and e is not anchor]
+    if not others:
+        raise Unanswerable(f"no other {anchor.kind} to compare with")
+    second = {"anchor": rng.choice(others).url, "path": list(first["path"])}
+    if _sort(programs.follow(world, first)) != _sort(programs.follow(world, second)):
+        raise Unanswerable("the two options end at entities of different sorts")
+    return {"family": "compare", "refs": [first, second], "attr": attr, "pick": rng.choice(("min", "max"))}
 
 
 def _difference(world, rng, difficulty, seed):

@@ -421,8 +421,14 @@ def test_compare_is_a_balanced_two_way_choice_between_entities_of_one_kind(diffi
     for seed in seeds:
         env = _env(env_id, seed)
         assert env.answer_choices == 2
-        a, b = (follow(env.world, ref) for ref in env.question.program["refs"])
-        assert a.kind == b.kind and a.name != b.name
+        refs = env.question.program["refs"]
+        a, b = (follow(env.world, ref) for ref in refs)
+        # Worded alike, so the wording favours neither: the same links from anchors of one sort, ending at
+        # entities of one sort (a label's figures are drawn unlike a manufacturer's, a town's unlike a company's).
+        anchors = [env.world[ref["anchor"]] for ref in refs]
+        sort = [(e.kind, e.attrs.get("industry") == "recorded music") for e in anchors + [a, b]]
+        assert refs[0]["path"] == refs[1]["path"] and sort[0] == sort[1] and sort[2] == sort[3]
+        assert a.name != b.name
         first_wins += env.question.solution.answer == a.name
         if difficulty == "easy":
             # Both options are named in the question, the right one as often first as second.
