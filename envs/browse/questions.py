@@ -4,9 +4,9 @@ Difficulty is the number of links to follow (easy 1-2 pages, medium 2-3, hard 3-
 hard, near-duplicate twins of every evidence page; list families also grow from a printed list to
 reading every entry's page. The long tier (family `trail`) fans out from a list to three or more chains.
 
-Where a family's answer space is small by nature (a count, which of two options, a year gap of a few
-decades), the seed spreads the answers evenly over it (`spread`), so no constant answer does better than
-its share.
+Where a family's answer space is small by nature, the seed spreads its answers evenly: a count over
+1-60 (`spread`), which of two options is right and whether an age counts from a birth (a few decades) or
+from a town's founding (centuries) by the seed's parity. No constant answer does better than its share.
 """
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ def generate(rng: random.Random, difficulty: str) -> World:
     return world
 
 
-# What a list of each relation can grow by (`spawn`): the kinds whose entries are made fresh on demand.
+# Relations whose lists `spawn` can grow with fresh entries (count and trail questions need long lists).
 GROWABLE = ("region", "river", "maker", "label", "headquarters", "home")
 
 
