@@ -405,3 +405,18 @@ def test_game_of_life_dead_board_is_never_the_answer():
         assert _played(env_id, seed, json.dumps(board))["success"] == 1.0
         dead = json.dumps([[0] * len(board[0]) for _ in board])
         assert _played(env_id, seed, dead)["success"] == 0.0
+
+
+def test_manipulate_matrix_hard_never_asks_for_one_cell():
+    env_id = "reasoning/manipulate_matrix-v0:hard"
+    # Upstream, a fifth of the hard tasks crop the matrix to one cell, a third of those '0'.
+    for seed in range(8):
+        env = registry.make(env_id)
+        env.reset(seed)
+        assert len(env.demo()[-1]["content"].split()) > 1, seed
+        assert _played(env_id, seed, "0")["success"] == 0.0
+
+
+def test_products_zero_is_rarely_right():
+    env_id = "reasoning/products-v0:default"
+    assert sum(_played(env_id, s, "0")["success"] for s in range(balance.BUCKETS)) <= 1
