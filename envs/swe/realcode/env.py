@@ -21,16 +21,29 @@ class RealCodeEnv(SweEnv):
 
     def __init__(self, difficulty: str = "easy", family: str = "toolz", **kwargs):
         super().__init__(difficulty=difficulty, family=family, **kwargs)
+        self._ended = False  # closed: the workspace is gone and what was last graded stands
 
     def _reset(self, seed: int) -> list[dict]:
         self.close()
         self.task = build(self.family, self.difficulty, seed)
-        self.box = Sandbox(TOOL_LIMITS, files=self.task.files)
+        self._ended = False
         self._graded, self._last = None, {}
         task = self.task
         user = (f"{task.issue}\nThe repository holds `{task.package}` {task.pin.version} (`{task.package}/`) and its "
                 f"test suite (`{task.pin.workspace_tests}/`); it has {len(task.files)} files.\n")
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+    def _workspace(self) -> Sandbox:
+        # The workspace is made on the first tool call: an episode that calls no tool is graded on the task's
+        # files as they are, without writing them out.
+        if self.box is None and self.task is not None and not self._ended:
+            self.box = Sandbox(TOOL_LIMITS, files=self.task.files)
+        return super()._workspace()
+
+    def close(self) -> None:
+        """Stop the shell and delete the workspace (safe to call twice)."""
+        super().close()
+        self._ended = True
 
     def task_key(self) -> str:
         """The bugs (file and fix), whatever the issue says: what a policy could memorise."""
@@ -38,15 +51,21 @@ class RealCodeEnv(SweEnv):
         return json.dumps([self.family, sorted((f.path, f.old, f.new) for f in task.fixes)] if task else None)
 
     def _signals(self) -> dict[str, float]:
-        if self.task is None or self.box is None or self.box.closed:
+        if self.task is None or self._ended or (self.box is not None and self.box.closed):
             return dict(self._last) if self._last else {"success": 0.0}
-        self.box.stop()
-        package = grading.package_files(self.box, self.task.package)
+        task = self.task
+        if self.box is None:
+            package = grade.package_of({p: t for p, t in task.files.items() if p.startswith(task.package + "/")})
+            modified = False
+        else:
+            # Nothing the episode started may still be running (and rewriting files) while they are read.
+            self.box.stop()
+            package = grading.package_files(self.box, task.package)
+            modified = grade.tests_modified(self.box, task)
         key = grading.fingerprint(package)
         if self._graded is None or self._graded[0] != key:
-            self._graded = (key, grade.passing(self.task, package))
-        self._last = grade.signals(self.task, self._graded[1], grade.tests_modified(self.box, self.task),
-                                   grading.runner_tampering(package))
+            self._graded = (key, grade.passing(task, package))
+        self._last = grade.signals(task, self._graded[1], modified, grading.runner_tampering(package))
         return dict(self._last)
 
     def _solution(self) -> Iterator[Action]:

@@ -23,13 +23,22 @@ def package_of(files: dict) -> dict[str, bytes]:
     return {path: text.encode() for path, text in files.items() if path.endswith(".py")}
 
 
+_KNOWN: dict[tuple, dict[str, frozenset]] = {}  # (family, difficulty, seed) -> known(task), tasks being fixed
+
+
 def known(task: RealTask) -> dict[str, frozenset]:
     """Package states whose passing cases are known without a run (fingerprint -> passing indices): the
     pristine package and the buggy one."""
-    prefix = task.package + "/"
-    pristine = package_of({p: t for p, t in task.pristine.items() if p.startswith(prefix)})
-    buggy = package_of({p: t for p, t in task.files.items() if p.startswith(prefix)})
-    return {grading.fingerprint(pristine): frozenset(range(len(task.cases))), grading.fingerprint(buggy): task.start_passing}
+    key = (task.family, task.difficulty, task.seed)
+    if len(_KNOWN) > 4096:
+        _KNOWN.clear()
+    if key not in _KNOWN:
+        prefix = task.package + "/"
+        pristine = package_of({p: t for p, t in task.pristine.items() if p.startswith(prefix)})
+        buggy = package_of({p: t for p, t in task.files.items() if p.startswith(prefix)})
+        _KNOWN[key] = {grading.fingerprint(pristine): frozenset(range(len(task.cases))),
+                       grading.fingerprint(buggy): task.start_passing}
+    return _KNOWN[key]
 
 
 def passing(task: RealTask, package: dict[str, bytes], use_known: bool = True) -> frozenset:

@@ -49,7 +49,10 @@ def write(data: dict, path: Path = PATH) -> None:
             lines.append("  ]" + ("," if key == "cases" else ""))
         lines.append("}" + ("," if n < len(families) - 1 else ""))
     lines.append("}}")
-    path.write_text("\n".join(lines) + "\n")
+    # Written aside and renamed, so a process reading the manifest never sees half of it.
+    partial = path.with_suffix(".json.partial")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(path)
 
 
 @lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ MARKER = ".jointrl-verified"  # written last in an unpacked tree: its sdist's sh
 MAX_WORKSPACE_FILE = 1 << 20
 
 
-class MissingCache(RuntimeError):
+class MissingCache(FileNotFoundError):
     """A real-code family's sources are not in the local cache."""
 
 
