@@ -1,4 +1,8 @@
-"""The CAD environment: the model writes a CSG program, runs it in the sandbox, measures and submits the part; scored by IoU."""
+"""The CAD environments: the model writes CSG programs, runs them in the sandbox, measures and submits the part.
+
+The submission is scored by IoU, bodies and genus, and each feature's own region (`verify`). The long-horizon
+variant gives the part's features as drawing notes, read one at a time.
+"""
 from __future__ import annotations
 
 from pathlib import Path

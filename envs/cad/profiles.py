@@ -149,7 +149,7 @@ def star(rng: random.Random, difficulty: str) -> Part:
         lines.append(f"body = union(body, translate(cylinder({hub_h}, {num(p['hub'] / 2)}), (0, 0, h)))")
     lines.append(f"cutters = [translate(cylinder(h + {hub_h + 2}, {num(bore / 2)}), (0, 0, -1))]")
     if holes:
-        lines += [f"# Lightening holes sit midway between the bore's edge and the root circle.",
+        lines += ["# Lightening holes sit midway between the bore's edge and the root circle.",
                   f"ring = ({num(bore / 2)} + root) / 2",
                   f"for i in range({m}):",
                   f"    a = math.radians((i + 0.5) * 360 / {m})",
