@@ -36,3 +36,7 @@ def register() -> None:
             add(EnvSpec(id=f"swe/{family}-v0:{difficulty}", entry_point="jointrl.envs.swe.env:SweEnv",
                         kwargs={"family": family}, default_tier=tier, max_turns=turns,
                         description=f"Fix {about}: {what}."))
+    # The real-code families (bugs mined from pinned open-source packages) live in realcode/.
+    from jointrl.envs.swe import realcode
+
+    realcode.register()

@@ -21,6 +21,7 @@ class Source:
     tests_dir: str  # the test folder's path inside the unpacked sdist
     topic: str  # a short noun phrase for the env description
     drop: tuple[str, ...] = ()  # test files left out of the workspace (written for an older pytest)
+    long: bool = True  # whether its held-out files hold enough separate bugs for the three-bug tier
 
     @property
     def family(self) -> str:
@@ -44,21 +45,19 @@ SOURCES: tuple[Source, ...] = (
            "boltons", "boltons", "tests", "general utilities (strings, iterables, dicts, URLs, tables)",
            drop=("conftest.py",)),
     Source("idna", "3.10", "12f65c9b470abda6dc35cf8e63cc574b1c52b11df2c86030af0ac09b01b13ea9",
-           "idna", "idna", "tests", "internationalised domain names (IDNA 2008, UTS 46)"),
+           "idna", "idna", "tests", "internationalised domain names (IDNA 2008, UTS 46)", long=False),
     Source("mistune", "3.0.2", "fc7f93ded930c92394ef2cb6f04a8aabab4117a91449e72dcc8dfa646a508be8",
            "mistune", "src/mistune", "tests", "a Markdown parser and renderers"),
     Source("more-itertools", "10.5.0", "5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6",
            "more_itertools", "more_itertools", "tests", "iterator building blocks"),
-    Source("pathspec", "0.12.1", "a482d51503a1ab33b1c67a6c3813a26953dbdc71c31dacaef9a838c4e29f5712",
-           "pathspec", "pathspec", "tests", "gitignore-style path matching"),
     Source("semver", "3.0.2", "6253adb39c70f6e51afed2fa7152bcd414c411286088fb4b9effb133885ab4cc",
-           "semver", "src/semver", "tests", "semantic version parsing and comparison"),
+           "semver", "src/semver", "tests", "semantic version parsing and comparison", long=False),
     Source("sqlparse", "0.5.1", "bb6b4df465655ef332548e24f08e205afc81b9ab86cb1c45657a7ff173a3a00e",
            "sqlparse", "sqlparse", "tests", "a non-validating SQL parser and formatter"),
     Source("toolz", "1.0.0", "2c86e3d9a04798ac556793bced838816296a2f085017664e4995cb40a1047a02",
            "toolz", "toolz", "toolz/tests", "functional utilities for iterators, functions and dicts"),
     Source("webcolors", "24.8.0", "08b07af286a01bcd30d583a7acadf629583d1f79bfef27dd2c2c5c263817277d",
-           "webcolors", "src/webcolors", "tests", "HTML and CSS colour names and values"),
+           "webcolors", "src/webcolors", "tests", "HTML and CSS colour names and values", long=False),
 )
 
 

@@ -85,8 +85,7 @@ def _apply(text: str, bugs: list[dict]) -> str:
 
 
 def _choose(bugs: list[dict], start: int, count: int) -> list[dict]:
-    """`count` bugs (at least two when count > 1) from `start` on, wrapping: distinct functions, bugs of one
-    file far apart."""
+    """`count` bugs from `start` on (wrapping): distinct functions, bugs of one file far apart."""
     chosen: list[dict] = []
     for offset in range(min(len(bugs), MAX_DRAWS)):
         bug = bugs[(start + offset) % len(bugs)]
@@ -96,8 +95,6 @@ def _choose(bugs: list[dict], start: int, count: int) -> list[dict]:
             chosen.append(bug)
         if len(chosen) == count:
             return chosen
-    if len(chosen) >= min(count, 2):
-        return chosen  # a small held-out pool gives a long task two bugs rather than none
     raise RuntimeError(f"no {count} separable bugs from position {start} of a pool of {len(bugs)}")
 
 
