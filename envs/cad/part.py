@@ -1,4 +1,4 @@
-"""What a part family produces (the task text, the reference program, the target solid) and the text helpers families share."""
+"""What a part family produces (the task text, the reference program, the named features that make the target) and the text helpers families share."""
 from __future__ import annotations
 
 import json
