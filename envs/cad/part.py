@@ -1,4 +1,4 @@
-"""What a part family produces (the task text, the reference program, the named features that make the target) and the text helpers families share."""
+"""A part family's output (task text, reference program, the named features that make the target) and shared text helpers."""
 from __future__ import annotations
 
 import json
