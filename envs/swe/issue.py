@@ -8,7 +8,7 @@ from jointrl.envs.swe.bug import Bug
 from jointrl.envs.swe.family import Family
 from jointrl.envs.swe.feature import Feature
 from jointrl.envs.swe.probe import PRIVATE_PREFIX, Outcome
-from jointrl.envs.swe.project import Project, Test
+from jointrl.envs.swe.project import Project, Test, literal_repr
 
 
 def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidden: bool,
@@ -88,11 +88,11 @@ def _session(package: str, test: Test, actual: Outcome) -> list[str]:
 def _shown(package: str, value: object) -> str:
     """repr(value) as the user would see it, without what differs between runs: the probe's private package
     name and the object addresses of default reprs (issue texts must be the same in every process)."""
-    text = re.sub(rf"\b{PRIVATE_PREFIX}\d+\b", package, repr(value))
+    text = re.sub(rf"\b{PRIVATE_PREFIX}\d+\b", package, literal_repr(value))
     return re.sub(r" at 0x[0-9a-fA-F]+>", ">", text)
 
 
 def _expected(test: Test) -> str:
     if test.case.raises:
         return f"it raises {test.case.raises}"
-    return f"`{test.expected!r}`"
+    return f"`{literal_repr(test.expected)}`"

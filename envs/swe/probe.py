@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import itertools
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -19,6 +20,9 @@ from jointrl.envs.swe.case import Case
 
 # Far above what any reference case needs, low enough that a mutant stuck in a loop is caught fast.
 LINE_BUDGET = 20_000
+# A mutant can also run away inside few lines (squaring numbers that double in size each turn); past the
+# grader's own per-case timeout it could never pass anyway. Reference cases take milliseconds.
+CASE_SECONDS = 5.0
 PRIVATE_PREFIX = "_jointrl_swe_probe_"  # + a serial number: the name each probed package is imported under
 _serial = itertools.count()
 
@@ -97,11 +101,12 @@ def loaded(sources: dict[str, str]) -> Iterator[tuple[str, dict[str, object]]]:
 
 def _traced(fn, root: str):
     left = [LINE_BUDGET]
+    deadline = time.monotonic() + CASE_SECONDS
 
     def local(frame, event, arg):
         if event == "line":
             left[0] -= 1
-            if left[0] < 0:
+            if left[0] < 0 or time.monotonic() > deadline:
                 raise BudgetExceeded()
         return local
 

@@ -109,6 +109,22 @@ def build(family: Family, modules: list[str], package: str, rng: random.Random) 
     return Project(family.name, package, tuple(modules), sources, tuple(tests))
 
 
+def literal_repr(value: object) -> str:
+    """repr(value) with the items of every set in sorted order, so the text is the same under any string hash seed."""
+    if isinstance(value, (set, frozenset)):
+        if not value:
+            return f"{type(value).__name__}()"
+        body = "{" + ", ".join(sorted(literal_repr(item) for item in value)) + "}"
+        return body if isinstance(value, set) else f"frozenset({body})"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal_repr(item) for item in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(literal_repr(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal_repr(k)}: {literal_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def _imports(case: Case, module: str, modules: list[str], defined: dict) -> tuple[tuple[str, str], ...]:
     found = []
     for name in sorted(case.names()):
@@ -147,7 +163,7 @@ def _render(package: str, module: str, tests: list[Test]) -> str:
         elif test.expected is None:
             lines.append(f"    assert {test.case.expr} is None")
         else:
-            lines.append(f"    assert {test.case.expr} == {test.expected!r}")
+            lines.append(f"    assert {test.case.expr} == {literal_repr(test.expected)}")
     return "\n".join(lines) + "\n"
 
 

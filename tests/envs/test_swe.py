@@ -7,7 +7,11 @@ import fnmatch
 import heapq
 import io
 import json
+import os
 import random
+import subprocess
+import sys
+import time
 from collections import OrderedDict
 from fractions import Fraction
 
@@ -231,6 +235,43 @@ def test_tasks_are_deterministic_and_differ_by_difficulty(family):
     assert f"{easy.package}/{easy.bugs[0].module}.py" in easy.issue and easy.bugs[0].example.id in easy.issue
     assert f"{medium.package}/{medium.bugs[0].module}.py" not in medium.issue
     assert hard.issue.count("## Report") == 2
+
+
+TASK_TEXTS = """
+import json, sys
+from jointrl.envs.swe import task
+built = [task.build(family, difficulty, seed) for family, difficulty, seed in json.loads(sys.argv[1])]
+print(json.dumps([[b.issue, b.files, b.fail_to_pass] for b in built], sort_keys=True))
+"""
+
+
+def test_tasks_are_the_same_under_any_string_hash_seed():
+    # statemachine medium 0: a mutant of `complement` whose result followed set order; reports show sets.
+    wanted = json.dumps([["statemachine", "medium", 0], ["statemachine", "long", 1], ["reports", "hard", 2]])
+    texts = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run([sys.executable, "-c", TASK_TEXTS, wanted], capture_output=True, text=True, env=env,
+                              check=True)
+        texts.append(done.stdout)
+    assert texts[0] == texts[1]
+
+
+def test_literal_repr_sorts_set_items_and_reads_back():
+    assert project.literal_repr({"b", "a", "c"}) == "{'a', 'b', 'c'}"
+    assert project.literal_repr(frozenset()) == "frozenset()" and project.literal_repr(set()) == "set()"
+    assert project.literal_repr(frozenset({3, 1})) == "frozenset({1, 3})"
+    value = [({"y", "x"}, (1,)), {"k": {3, 1}}, ("t",), None, 2.5]
+    assert project.literal_repr(value) == "[({'x', 'y'}, (1,)), {'k': {1, 3}}, ('t',), None, 2.5]"
+    assert ast.literal_eval(project.literal_repr(value)) == value
+
+
+def test_probe_stops_a_case_that_runs_away_inside_few_lines():
+    # Each turn squares the number: a handful of lines take ever longer, far below the line budget.
+    squaring = {"__init__": "", "m": "def f(x):\n    while True:\n        x = x * x\n"}
+    started = time.monotonic()
+    (outcome,) = probe.run(squaring, [(probe.Case(name="f", expr="f(3)"), {"f": "m"})])
+    assert outcome.exhausted and time.monotonic() - started < 6 * probe.CASE_SECONDS
 
 
 def test_an_object_in_a_report_reads_the_same_in_every_build():

@@ -31,7 +31,7 @@ def complement(dfa, alphabet):
     states = {start} | {s for s, _ in delta} | set(delta.values())
     sink = "sink"
     full = dict(delta)
-    for state in states | {sink}:
+    for state in sorted(states | {sink}):
         for symbol in alphabet:
             full.setdefault((state, symbol), sink)
     return (start, sorted((states | {sink}) - set(accepting)), full)
