@@ -24,7 +24,7 @@ def register() -> None:
 
     for pin in SOURCES:
         for difficulty, (what, tier, turns) in DIFFICULTIES.items():
-            if difficulty == "long" and not pin.long:
+            if (difficulty == "long" and not pin.long) or (difficulty == "hard" and not pin.hard):
                 continue
             add(EnvSpec(id=f"swe/{pin.family}-v0:{difficulty}", entry_point="jointrl.envs.swe.realcode.env:RealCodeEnv",
                         kwargs={"family": pin.family}, default_tier=tier, max_turns=turns,

@@ -23,17 +23,26 @@ def easy(package: str, bug: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def hard(package: str, topic: str, symptoms: list[tuple[Case, dict]]) -> str:
-    """The vague issue: per bug, one call that misbehaves and what it should give, nothing about where."""
-    several = len(symptoms) > 1
-    lines = [f"# {'Several regressions' if several else 'Wrong result'} in {package} ({topic})", ""]
-    for n, (case, want) in enumerate(symptoms, start=1):
-        expected = f"return `{want['value']}`" if "value" in want else f"raise `{want['error']}`"
+def _shown(outcome: dict | None) -> str:
+    if outcome is None:
+        return "does not return a plain value (it runs away or gives an object)"
+    return f"returns `{outcome['value']}`" if "value" in outcome else f"raises `{outcome['error']}`"
+
+
+def hard(package: str, topic: str, reports: list[list[tuple[Case, dict, dict | None]]]) -> str:
+    """The vague issue: per bug, calls that misbehave, what they give and what they should give; nothing about
+    where."""
+    several = len(reports) > 1
+    lines = [f"# {'Several regressions' if several else 'Wrong results'} in {package} ({topic})", ""]
+    for n, report in enumerate(reports, start=1):
         if several:
             lines += [f"## Report {n}", ""]
-        lines += [f"Since a recent change, `{package}` misbehaves. This call:", "", "```python",
-                  f">>> from {case.module} import {case.name}", f">>> {case.name}({case.args})", "```", "",
-                  f"should {expected}, as it did before, but it does not. Other calls may be affected as well.", ""]
+        lines += [f"Since a recent change, `{package}` misbehaves.", ""]
+        for case, want, got in report:
+            expected = f"return `{want['value']}`" if "value" in want else f"raise `{want['error']}`"
+            lines += ["```python", f">>> from {case.module} import {case.name}", f">>> {case.name}({case.args})", "```",
+                      "", f"now {_shown(got)}; it should {expected}, as it did before.", ""]
+        lines += ["Other calls may be affected as well.", ""]
     if several:
         lines.append("The reports may have different causes; fix them all.")
     return "\n".join(lines).rstrip() + "\n"

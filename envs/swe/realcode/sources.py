@@ -22,6 +22,9 @@ class Source:
     topic: str  # a short noun phrase for the env description
     drop: tuple[str, ...] = ()  # test files left out of the workspace (written for an older pytest)
     long: bool = True  # whether its held-out files hold enough separate bugs for the three-bug tier
+    # whether its bugs' symptoms tell them apart: when many bugs misbehave alike on the few calls there are,
+    # held-out hard issues repeat training ones word for word
+    hard: bool = True
 
     @property
     def family(self) -> str:
@@ -53,7 +56,7 @@ SOURCES: tuple[Source, ...] = (
     Source("semver", "3.0.2", "6253adb39c70f6e51afed2fa7152bcd414c411286088fb4b9effb133885ab4cc",
            "semver", "src/semver", "tests", "semantic version parsing and comparison", long=False),
     Source("sqlparse", "0.5.1", "bb6b4df465655ef332548e24f08e205afc81b9ab86cb1c45657a7ff173a3a00e",
-           "sqlparse", "sqlparse", "tests", "a non-validating SQL parser and formatter"),
+           "sqlparse", "sqlparse", "tests", "a non-validating SQL parser and formatter", hard=False),
     Source("toolz", "1.0.0", "2c86e3d9a04798ac556793bced838816296a2f085017664e4995cb40a1047a02",
            "toolz", "toolz", "toolz/tests", "functional utilities for iterators, functions and dicts"),
     Source("webcolors", "24.8.0", "08b07af286a01bcd30d583a7acadf629583d1f79bfef27dd2c2c5c263817277d",

@@ -20,6 +20,7 @@ from jointrl.envs.swe.realcode.sources import Source, source
 
 # difficulty: (bugs, whether the issue points at the failing test and the function)
 LEVELS = {"easy": (1, True), "hard": (1, False), "long": (3, False)}
+SYMPTOMS = 2  # misbehaving calls reported per bug in a hard issue
 MIN_LINES_APART = 30  # two bugs of one file this far apart keep their fixes separate edits
 CASE_LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, output_bytes=4 << 20)
 MAX_DRAWS = 40  # bugs looked at, from the seed's place in the pool on, to complete a long task
@@ -71,10 +72,22 @@ def pool(family: str, held_out: bool) -> list[dict]:
     return chosen
 
 
-def symptom(cases: tuple, changed: list[int]) -> tuple[Case, dict]:
-    """The changed case a user would most likely hit: visible first, public module, shortest call and result."""
-    return min((cases[i] for i in changed),
-               key=lambda co: (not co[0].visible, "._" in co[0].module, len(co[0].args) + len(str(co[1])), co[0].key()))
+def symptoms(cases: tuple, changed: list[int], got: list, shared: dict[int, int]) -> list[tuple[Case, dict, dict | None]]:
+    """Up to SYMPTOMS changed cases to report, with reference and buggy outcomes: cases few other bugs of the
+    package change first (so reports of different bugs differ), then visible ones, public modules, short calls."""
+    ranked = sorted(changed, key=lambda i: (shared.get(i, 0), not cases[i][0].visible, "._" in cases[i][0].module,
+                                            len(cases[i][0].args) + len(str(cases[i][1])), cases[i][0].key()))
+    return [(cases[i][0], cases[i][1], got[i]) for i in ranked[:SYMPTOMS]]
+
+
+@lru_cache(maxsize=16)
+def shared_counts(family: str) -> dict[int, int]:
+    """Per case index, how many mined bugs of the family change it."""
+    counts: dict[int, int] = {}
+    for bug in manifest.load()[family]["bugs"]:
+        for i in bug["f2p_cases"]:
+            counts[i] = counts.get(i, 0) + 1
+    return counts
 
 
 def _apply(text: str, bugs: list[dict]) -> str:
@@ -98,12 +111,11 @@ def _choose(bugs: list[dict], start: int, count: int) -> list[dict]:
     raise RuntimeError(f"no {count} separable bugs from position {start} of a pool of {len(bugs)}")
 
 
-def _passing(pin: Source, files: dict, cases: tuple) -> frozenset:
-    """Indices of the cases whose outcome on the package in `files` is the reference's (run in a sandbox)."""
+def _outcomes(pin: Source, files: dict, cases: tuple) -> list:
+    """Each case's outcome on the package in `files` (run in a sandbox; None where none came back)."""
     package = {p: t for p, t in files.items() if p.startswith(pin.package + "/") and p.endswith(".py")}
     with Sandbox(CASE_LIMITS, files=package) as box:
-        got = outcomes(box, [case for case, _ in cases], pin.package)
-    return frozenset(i for i, ((_, want), out) in enumerate(zip(cases, got)) if out == want)
+        return outcomes(box, [case for case, _ in cases], pin.package)
 
 
 def _fixes(pristine: dict, bugs: list[dict], files: dict) -> list[Fix] | None:
@@ -147,7 +159,10 @@ def build(family: str, difficulty: str, seed: int) -> RealTask:
             continue
         # Mining measured each bug alone; bugs together are measured here, once per task, and must each still
         # change a case of their own (no bug masks another).
-        start = frozenset(range(len(cases))) - changed if count == 1 else _passing(pin, files, cases)
+        # The hard issues show what the buggy package returns, so the package is run once per task.
+        got = None if pointed else _outcomes(pin, files, cases)
+        start = frozenset(range(len(cases))) - changed if got is None else frozenset(
+            i for i, ((_, want), out) in enumerate(zip(cases, got)) if out == want)
         if all(set(b["f2p_cases"]) - start for b in chosen):
             break
     else:
@@ -155,6 +170,6 @@ def build(family: str, difficulty: str, seed: int) -> RealTask:
     if pointed:
         text = issue.easy(pin.package, chosen[0])
     else:
-        text = issue.hard(pin.package, pin.topic, [symptom(cases, b["f2p_cases"]) for b in chosen])
+        text = issue.hard(pin.package, pin.topic, [symptoms(cases, sorted(set(b["f2p_cases"]) - start), got, shared_counts(family)) for b in chosen])
     return RealTask(family, difficulty, seed, pin, tuple(chosen), tuple(fixes), files, pristine, text, cases, changed,
                     start)
