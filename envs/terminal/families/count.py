@@ -55,11 +55,11 @@ def _whole_word(rng: random.Random) -> Task:
     files: dict[str, str] = {}
     expected = 0
     # Varied rates and sizes spread the answers, so no remembered number is often right.
-    rate = rng.uniform(0.1, 0.7)
-    for i in range(rng.randint(8, 16)):
+    rate = rng.uniform(0.05, 0.8)
+    for i in range(rng.randint(8, 24)):
         folder = folders[i] if i < len(folders) else rng.choice(folders)
         path = f"{folder}/{rng.choice(vocab.WORDS)}{i}.{rng.choice([counted_ext, counted_ext, other_ext])}"
-        lines = _lines(rng, rng.randint(10, 70))
+        lines = _lines(rng, rng.randint(10, 120))
         for j in range(len(lines)):
             if rng.random() < rate:
                 lines[j] = _plant(rng, lines[j], rng.choice(variants))
