@@ -36,7 +36,7 @@ def test_gspo_async_recipe_trains_on_batches_up_to_two_versions_stale(tmp_path):
     # The debug model and short reasoning tasks keep it quick; the async machinery is the recipe's own.
     run = [
         "model.preset=debug", "tokenizer.n_samples=200", "trainer.sft.demos_per_env=2", "trainer.sft.max_len=256",
-        "envs.mix=[{glob: 'reasoning/letter_counting-v0:default'}, {glob: 'reasoning/gcd-v0:default'}]",
+        "envs.mix=[{glob: 'reasoning/chain_sum-v0:default'}, {glob: 'reasoning/lcm-v0:default'}]",
         "envs.domain_shares={reasoning: 1.0}", "rollout.max_new_tokens_per_turn=32",
         "rollout.max_new_tokens_per_episode=64", "rollout.max_turns=1", "trainer.prompts_per_step=2",
         "trainer.steps=4", "trainer.eval_every=0",
