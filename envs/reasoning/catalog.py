@@ -314,10 +314,6 @@ CATALOG: dict[str, dict] = {
         'description': 'games: Go problem (tsumego) generator',
         'hard': {'min_board_size': 10, 'max_board_size': 15},
     },
-    'word_ladder': {
-        'description': 'algorithmic: Word ladder task generator',
-        'hard': {},
-    },
     'word_sequence_reversal': {
         'description': 'algorithmic: Word reversal task generator',
         'hard': {'min_words': 3, 'max_words': 10},
