@@ -1,7 +1,6 @@
 """Real-code swe families: the pinned cache (fetch, verify, unpack, clear errors), the mined bugs checked
 against real pytest runs, the held-out file split, grading that a forged or hard-coded fix cannot pass, and
 the audit thresholds on real-code ids."""
-import ast
 import io
 import json
 import os
