@@ -36,25 +36,25 @@ def domain(task: Task) -> str:
 
 def test_probabilities_without_shares_follow_the_glob_weights():
     # 10 terminal families x 3 difficulties, 10 office families: the counts the hand numbers use.
-    assert len(registry.env_ids("terminal/*")) == 30
+    assert len(registry.env_ids("terminal/*")) == 31  # 10 families x 3 difficulties + release:long
     assert len(registry.env_ids("terminal/*:easy")) == len(registry.env_ids("office/*:easy")) == 10
     sampler = make([("terminal/*:easy", 2.0), ("terminal/*", 1.0), ("office/*:easy", 1.0)], shares=None)
     probs = sampler.probabilities()
-    # Total weight 4: an easy terminal id has 2/10 + 1/30, another terminal id 1/30, an easy office id 1/10.
-    assert probs["terminal/archive-v0:easy"] == pytest.approx((2 / 10 + 1 / 30) / 4)
-    assert probs["terminal/archive-v0:hard"] == pytest.approx((1 / 30) / 4)
+    # Total weight 4: an easy terminal id has 2/10 + 1/31, another terminal id 1/31, an easy office id 1/10.
+    assert probs["terminal/archive-v0:easy"] == pytest.approx((2 / 10 + 1 / 31) / 4)
+    assert probs["terminal/archive-v0:hard"] == pytest.approx((1 / 31) / 4)
     assert probs["office/argmax-v0:easy"] == pytest.approx((1 / 10) / 4)
     assert "office/argmax-v0:hard" not in probs
-    assert len(probs) == 40 and sum(probs.values()) == pytest.approx(1.0)
+    assert len(probs) == 41 and sum(probs.values()) == pytest.approx(1.0)
     assert sampler.shares == pytest.approx({"office": 0.25, "terminal": 0.75})
 
 
 def test_probabilities_with_shares_distribute_the_glob_weights_within_a_domain():
     mix = [("terminal/*:easy", 2.0), ("terminal/*", 1.0), ("office/*:easy", 1.0)]
     probs = make(mix, shares={"terminal": 0.6, "office": 0.4}).probabilities()
-    # Terminal holds weight 3 in all: an easy id 7/30 of it, another id 1/30.
-    assert probs["terminal/archive-v0:easy"] == pytest.approx(0.6 * (7 / 30) / 3)
-    assert probs["terminal/archive-v0:medium"] == pytest.approx(0.6 * (1 / 30) / 3)
+    # Terminal holds weight 3 in all: an easy id 2/10 + 1/31 of it, another id 1/31.
+    assert probs["terminal/archive-v0:easy"] == pytest.approx(0.6 * (2 / 10 + 1 / 31) / 3)
+    assert probs["terminal/archive-v0:medium"] == pytest.approx(0.6 * (1 / 31) / 3)
     assert probs["office/argmax-v0:easy"] == pytest.approx(0.4 / 10)
     assert sum(probs.values()) == pytest.approx(1.0)
 
@@ -89,8 +89,10 @@ def test_glob_weights_split_a_domain_and_nothing_outside_the_mix_is_drawn():
     assert len(terminal) == len(office) == 3000
     assert set(terminal) == {"easy", "hard"}
     assert abs(terminal.count("easy") / 3000 - 0.75) <= 0.03
+    # office/* holds 10 ids per difficulty and one long id: 10/31 each, 1/31 long.
     for difficulty in ("easy", "medium", "hard"):
-        assert abs(office.count(difficulty) / 3000 - 1 / 3) <= 0.03
+        assert abs(office.count(difficulty) / 3000 - 10 / 31) <= 0.03
+    assert abs(office.count("long") / 3000 - 1 / 31) <= 0.015
     assert {t.env_id for t in drawn} <= set(sampler.probabilities())
 
 
