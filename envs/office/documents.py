@@ -151,17 +151,6 @@ def kpi_review(report: Report) -> Document:
                     "KPI review: operational KPIs by region and year, facility costs, exchange rates")
 
 
-def bundle(report: Report) -> dict[str, Document]:
-    """The episode's documents by file name (the long tier's annual report and KPI review run to 30+ pages)."""
-    if report.long:
-        from jointrl.envs.office import long_documents
-
-        docs = (workbook(report), long_documents.annual_report(report), long_documents.kpi_review(report))
-    else:
-        docs = (workbook(report), annual_report(report), kpi_review(report))
-    return {d.name: d for d in docs}
-
-
 def join(names) -> str:
     """Names as prose: 'A', 'A and B', 'A, B and C'."""
     names = list(names)

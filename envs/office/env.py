@@ -59,7 +59,10 @@ whole number, or a name as the documents write it. A number is correct within 0.
 @lru_cache(maxsize=32)
 def _documents(seed: int, difficulty: str, variant: int) -> tuple:
     report = generate(seed, difficulty, variant)
-    return report, documents.bundle(report)
+    # The long tier's annual report and KPI review run to 30+ pages; the workbook is the same kind.
+    pages = long_documents if report.long else documents
+    bundle = (documents.workbook(report), pages.annual_report(report), pages.kpi_review(report))
+    return report, {d.name: d for d in bundle}
 
 
 @lru_cache(maxsize=96)

@@ -153,7 +153,17 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Fetch, verify (sha256) and unpack a domain's pinned sources into the local cache, so its envs run offline."""
-    from jointrl.envs.swe.realcode import prepare
+    import time
 
-    prepare.run(mine_bugs=args.mine)
+    from jointrl.envs.swe.realcode import manifest, prepare
+
+    started = time.perf_counter()
+    trees = prepare.prepare()
+    print(f"prepared {len(trees)} packages in {prepare.cache_root()} ({prepare.cache_bytes() / 1e6:.1f} MB) "
+          f"in {time.perf_counter() - started:.0f} s")
+    if args.mine:
+        started = time.perf_counter()
+        packages = manifest.mine_all(log=print)["packages"]
+        print(f"mined {sum(len(p['bugs']) for p in packages.values())} bugs from {len(packages)} packages in "
+              f"{time.perf_counter() - started:.0f} s; wrote {manifest.PATH}")
     return 0

@@ -133,20 +133,3 @@ def workspace_files(pin: Source, root: Path | None = None) -> dict[str, str]:
             except UnicodeDecodeError:
                 continue  # binary fixtures are not part of what a fix touches
     return files
-
-
-def run(mine_bugs: bool = False, log=print) -> None:
-    """What `jointrl envs prepare swe` does: prepare every pin, report time and size, optionally re-mine."""
-    import time
-
-    started = time.perf_counter()
-    trees = prepare()
-    log(f"prepared {len(trees)} packages in {cache_root()} ({cache_bytes() / 1e6:.1f} MB) "
-        f"in {time.perf_counter() - started:.0f} s")
-    if mine_bugs:
-        from jointrl.envs.swe.realcode import manifest
-
-        started = time.perf_counter()
-        packages = manifest.mine_all(log=log)["packages"]
-        log(f"mined {sum(len(p['bugs']) for p in packages.values())} bugs from {len(packages)} packages in "
-            f"{time.perf_counter() - started:.0f} s; wrote {manifest.PATH}")

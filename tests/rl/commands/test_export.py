@@ -29,7 +29,7 @@ def source(tmp_path_factory):
 def _evaluate(directory, cfg):
     model = from_pretrained(directory)
     tokenizer = JointTokenizer.load(directory)
-    summary = evaluate(model, tokenizer, cfg, [PARITY], [500, 501, 502, 503], tiers=["low", "high"])
+    summary = evaluate(model, tokenizer, cfg, [PARITY], [1_000_000, 1_000_001, 1_000_002, 1_000_003], tiers=["low", "high"])
     return summary, [t.tokens.tolist() for t in summary.trajectories]
 
 
