@@ -159,21 +159,6 @@ def test_a_mined_bug_fails_its_tests_under_pytest_and_the_pristine_package_passe
 
 # Grading.
 
-@pytest.fixture
-def make():
-    made = []
-
-    def build(env_id, seed=0):
-        env = registry.make(env_id)
-        env.reset(seed)
-        made.append(env)
-        return env
-
-    yield build
-    for env in made:
-        env.close()
-
-
 def workspace(env):
     """The episode's sandbox, made now if no tool has been called yet."""
     return env._workspace()
