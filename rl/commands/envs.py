@@ -149,6 +149,8 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `jointrl envs prepare`."""
     parser.add_argument("domain", choices=["swe"], help="the domain whose pinned sources to fetch (swe: real packages)")
     parser.add_argument("--mine", action="store_true", help="also re-mine the committed bug manifest (slow)")
+    parser.add_argument("--jobs", type=int, default=1, help="packages mined at once with --mine (one process each)")
+    parser.add_argument("--only", nargs="+", metavar="FAMILY", help="with --mine: re-mine these packages, keep the rest")
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -156,14 +158,18 @@ def run_prepare(args: argparse.Namespace) -> int:
     import time
 
     from jointrl.envs.swe.realcode import manifest, prepare
+    from jointrl.envs.swe.realcode.sources import SOURCES, source
 
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     started = time.perf_counter()
     trees = prepare.prepare()
     print(f"prepared {len(trees)} packages in {prepare.cache_root()} ({prepare.cache_bytes() / 1e6:.1f} MB) "
           f"in {time.perf_counter() - started:.0f} s")
     if args.mine:
         started = time.perf_counter()
-        packages = manifest.mine_all(log=print)["packages"]
+        pins = tuple(source(f) for f in args.only) if args.only else SOURCES
+        packages = manifest.mine_all(pins, jobs=args.jobs)["packages"]
         print(f"mined {sum(len(p['bugs']) for p in packages.values())} bugs from {len(packages)} packages in "
               f"{time.perf_counter() - started:.0f} s; wrote {manifest.PATH}")
     return 0

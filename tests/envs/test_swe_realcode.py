@@ -1,6 +1,7 @@
 """Real-code swe families: the pinned cache (fetch, verify, unpack, clear errors), the mined bugs checked
 against real pytest runs, the held-out file split, grading that a forged or hard-coded fix cannot pass, and
 the audit thresholds on real-code ids."""
+import argparse
 import io
 import json
 import os
@@ -89,6 +90,65 @@ def test_the_pins_are_at_least_eight_packages_with_sha256s():
     assert len(SOURCES) >= 8 and len({p.family for p in SOURCES}) == len(SOURCES)
     assert all(len(p.sha256) == 64 and int(p.sha256, 16) >= 0 for p in SOURCES)
     assert sorted(p.family for p in SOURCES) == FAMILIES
+
+
+# Mining a hand-written package end to end.
+
+DUO = {"duo-1.0/src/duo/__init__.py": "",
+       "duo-1.0/src/duo/arith.py": "def double(x):\n    return 2 * x\n\n\ndef inc(x):\n    return x + 1\n",
+       "duo-1.0/src/duo/text.py": "def shout(s):\n    if not s:\n        return ''\n    return s.upper() + '!'\n",
+       "duo-1.0/tests/test_duo.py": ("from duo.arith import double, inc\nfrom duo.text import shout\n\n\n"
+                                   "def test_double():\n    assert double(2) == 4\n    assert double(5) == 10\n\n\n"
+                                   "def test_inc():\n    for x in (3, 7, -1, 10):\n        assert inc(x) == x + 1\n\n\n"
+                                   "def test_shout():\n    assert shout('hi') == 'HI!'\n    assert shout('') == ''\n"
+                                   "    assert shout('ok go') == 'OK GO!'\n")}
+# What each function must give, written down by hand: a kept bug breaks at least one of these.
+DUO_EXPECTED = {"double": [((2,), 4), ((5,), 10), ((-3,), -6)], "inc": [((3,), 4), ((-1,), 0), ((0,), 1)],
+                "shout": [(("hi",), "HI!"), (("",), ""), (("ab",), "AB!")]}
+
+
+def _duo_sdist(path: Path) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in DUO.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_mining_a_small_package_keeps_only_bugs_that_break_it_and_re_mining_keeps_other_packages(tmp_path, monkeypatch):
+    archive = _duo_sdist(tmp_path / "duo-1.0.tar.gz")
+    pin = Source("duo", "1.0", prepare.sha256_of(archive), "duo", "src/duo", "tests", "a small package")
+    monkeypatch.setattr(prepare, "download", _fake_download(archive))
+    root = tmp_path / "cache"
+    prepare.prepare_one(pin, root)
+    path = tmp_path / "bugs.json"
+    other = {"version": "1", "cases": [], "bugs": []}
+    manifest.write({"packages": {"boltons": other, "no-longer-pinned": other}}, path)
+    try:
+        packages = manifest.mine_all((pin,), path=path, root=root)["packages"]
+    finally:
+        manifest.load.cache_clear()
+    assert set(packages) == {"boltons", "duo"} and packages["boltons"] == other
+    assert json.loads(path.read_text())["packages"] == packages
+    bugs = packages["duo"]["bugs"]
+    assert {b["file"] for b in bugs} == {"duo/arith.py", "duo/text.py"}
+    pristine = prepare.workspace_files(pin, root)
+    for bug in bugs:
+        source_text = pristine[bug["file"]]
+        mutated = source_text[:bug["start"]] + bug["replacement"] + source_text[bug["end"]:]
+        namespace: dict = {}
+        exec(compile(mutated, bug["file"], "exec"), namespace)
+        broken = []
+        for args, want in DUO_EXPECTED[bug["function"]]:
+            try:
+                broken.append(namespace[bug["function"]](*args) != want)
+            except Exception:
+                broken.append(True)
+        assert any(broken), f"kept a mutant that changes nothing: {bug['what']}"
+        assert bug["f2p_tests"] and all(t.startswith("tests/test_duo.py::test_") for t in bug["f2p_tests"])
+    assert packages["duo"]["held_out_files"] in (["duo/arith.py"], ["duo/text.py"])
 
 
 # Mining pieces against hand-computed values.
@@ -300,3 +360,11 @@ def test_real_code_ids_meet_the_audit_thresholds(env_id):
     row = audit_env(env_id, seeds=3)
     assert violations(row) == [], row
     assert row.overlap == 0.0
+
+
+def test_prepare_rejects_a_job_count_below_one_and_an_unknown_family():
+    from jointrl.rl.commands.envs import run_prepare
+    with pytest.raises(ValueError, match="--jobs must be >= 1, got 0"):
+        run_prepare(argparse.Namespace(domain="swe", mine=True, jobs=0, only=None))
+    with pytest.raises(ValueError, match="unknown real-code swe family 'nope'; known: boltons"):
+        source("nope")

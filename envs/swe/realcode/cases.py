@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jointrl.envs.sandbox import PYTHON, Limits, Sandbox
+from jointrl.envs.sandbox.runtime import SITE
 from jointrl.envs.swe.grading import HARNESS
 
 REACH = (Path(__file__).parent / "reach.py").read_text()
@@ -26,6 +27,9 @@ MATERIALIZE = ("def _materialize(value):\n"
                "    if hasattr(value, '__next__'):\n"
                "        return list(__import__('itertools').islice(value, 200))\n"
                "    return value\n")
+# The harness runs isolated (-I ignores PYTHONPATH); a package's own dependencies (pydash needs
+# typing_extensions) are in the sandbox's read-only site, so cases put it back on the path.
+SITE_PATH = f"import sys\nif {SITE!r} not in sys.path: sys.path.append({SITE!r})\n"
 ENTRY_POINTS = ("__main__", "cli")  # command-line front ends exit the process: no cases from them
 HARNESS_LIMITS = Limits(wall_seconds=120.0, cpu_seconds=120, output_bytes=4 << 20)
 
@@ -41,7 +45,7 @@ class Case:
 
     def spec(self) -> dict:
         """The case as the harness reads it."""
-        return {"imports": {}, "setup": [f"from {self.module} import {self.name}", MATERIALIZE],
+        return {"imports": {}, "setup": [SITE_PATH, f"from {self.module} import {self.name}", MATERIALIZE],
                 "expr": f"_materialize({self.name}({self.args}))"}
 
     def key(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,13 +24,25 @@ def entry(pin: Source, mined: mine.Mined, seconds: float) -> dict:
             "held_out_files": mine.split(pin, mined.bugs), "bugs": mined.bugs}
 
 
-def mine_all(pins: tuple[Source, ...] = SOURCES, path: Path = PATH, root=None, log=print) -> dict:
-    """Mine every pin and write the manifest; returns it."""
-    packages = {}
-    for pin in pins:
-        started = time.perf_counter()
-        packages[pin.family] = entry(pin, mine.mine(pin, root, log=log), time.perf_counter() - started)
+def _mine_one(pin: Source, root) -> tuple[str, dict]:
+    started = time.perf_counter()
+    mined = mine.mine(pin, root, log=lambda line: print(line, flush=True))
+    return pin.family, entry(pin, mined, time.perf_counter() - started)
+
+
+def mine_all(pins: tuple[Source, ...] = SOURCES, path: Path = PATH, root=None, jobs: int = 1) -> dict:
+    """Mine every pin (`jobs` packages at once, each in its own process) and write the manifest; returns it."""
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            mined = list(pool.map(_mine_one, pins, [root] * len(pins)))
+    else:
+        mined = [_mine_one(pin, root) for pin in pins]
+    # Re-mining some packages keeps the others' entries (pins no longer in SOURCES are dropped).
+    known = {pin.family for pin in SOURCES}
+    kept = json.loads(path.read_text())["packages"] if path.is_file() else {}
+    packages = dict(sorted({**{f: p for f, p in kept.items() if f in known}, **dict(mined)}.items()))
     write({"packages": packages}, path)
+    load.cache_clear()
     return {"packages": packages}
 
 

@@ -24,7 +24,7 @@ from jointrl.envs.swe.realcode import tracing
 from jointrl.envs.swe.realcode.prepare import workspace_files
 from jointrl.envs.swe.realcode.sources import Source
 
-PER_FUNCTION = 6  # mutants tried per function, so bugs spread over the package
+PER_FUNCTION = 12  # mutants tried per function, so bugs spread over the package
 MAX_TRIED = 450  # mutants tried per package
 MAX_TESTS = 60  # covering tests rerun per mutant
 HELD_OUT_SHARE = 0.4  # at most this share of a package's bugs sits in held-out files
