@@ -12,8 +12,9 @@ and the tokens the learner sees are exactly the ones fed and sampled. The last s
 is fed at the start of the next one. When every row is taken and new sequences wait, the parked row
 idle longest is evicted; its next turn re-prefills the kept token history into a fresh row.
 
-Thinking budgets: inside `<think>` a row counts its thinking tokens; when the count reaches the
-sequence's budget the engine emits `</think>` itself (marked `forced`, so the learner can mask it out)
+Thinking budgets: inside `<think>` a row counts the thinking tokens of the current turn; when the count
+reaches the turn's budget (what the sequence may still think; the agent loop passes what its episode has
+left) the engine emits `</think>` itself (marked `forced`, so the learner can mask it out)
 and the model goes on with its answer or tool call.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ class TurnRequest:
     feed: list[int]  # new tokens before generating; the whole prompt on a sequence's first turn
     max_new_tokens: int
     sampling: SamplingParams  # temperature / top_p / top_k / stop_ids (its max_new_tokens is not used)
-    think_budget: int | None = None  # thinking tokens this sequence may still generate (None = no limit)
+    think_budget: int | None = None  # thinking tokens this turn may generate (None = no limit)
 
 
 @dataclass
@@ -65,8 +66,7 @@ class _Row:
     parked_at: int | None = None  # engine step at which the row's last turn ended
     active: bool = True
     inside_think: bool = False
-    think_used: int = 0  # over the whole sequence, against its budget
-    turn_think: int = 0
+    turn_think: int = 0  # thinking tokens of the current turn, against its request's budget
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     forced: list[bool] = field(default_factory=list)
@@ -209,7 +209,7 @@ class Engine:
         row = self.rows[i]
         sampling = row.request.sampling
         budget = row.request.think_budget
-        forced = row.inside_think and budget is not None and row.think_used >= budget
+        forced = row.inside_think and budget is not None and row.turn_think >= budget
         if forced:
             token = self.think_end_id
             temperature = sampling.temperature or 1.0
@@ -223,7 +223,6 @@ class Engine:
         elif token == self.think_end_id:
             row.inside_think = False
         elif row.inside_think:
-            row.think_used += 1
             row.turn_think += 1
 
         reason = None

@@ -92,6 +92,21 @@ def test_thinking_stops_at_the_budget_and_the_answer_follows(model):
         assert END_THINK not in r.tokens[:budget]
 
 
+def test_a_later_turn_gets_the_thinking_budget_its_request_names(model):
+    # The agent loop passes each turn what the episode has left; thinking done in an earlier turn of the
+    # same sequence must not count a second time (it did once, halving multi-turn budgets).
+    never_end = model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([END_THINK]), -1e9))
+    try:
+        engine = Engine(model, THINK, END_THINK, max_rows=2)
+        first = engine.run([TurnRequest(0, prompts(1, seed=5)[0] + [THINK], 6, GREEDY, think_budget=4)])[0]
+        second = engine.run([TurnRequest(0, [7, 8, THINK], 8, GREEDY, think_budget=3)])[0]
+    finally:
+        never_end.remove()
+    assert first.think_tokens == 4 and first.tokens[4] == END_THINK
+    assert second.think_tokens == 3 and second.tokens[3] == END_THINK
+    assert second.forced == [k == 3 for k in range(len(second.tokens))]
+
+
 def test_stop_tokens_per_request_and_bad_requests(model):
     engine = Engine(model, THINK, END_THINK, max_rows=2)
     p = prompts(1, seed=4)[0]
