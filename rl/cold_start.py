@@ -15,7 +15,7 @@ from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
 from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RunConfig
-from jointrl.rl.demos import collect_demos, mix_env_ids
+from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.sft import Conversation, encode, read_jsonl, train_sft
 
 
@@ -56,6 +56,9 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
         console.print(f"tokenizer: {tokenizer.vocab_size} tokens, trained in {time.perf_counter() - start:.1f}s")
     if tokenizer.vocab_size != cfg.model.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} tokens but model.vocab_size is {cfg.model.vocab_size}")
+
+    for line in demo_misfits(tokenizer, demos, cfg.rollout):
+        console.print(f"[yellow]warning[/] {line}", highlight=False)
 
     model = Transformer(cfg.model)
     examples = encode(tokenizer, demos, sft.max_len)

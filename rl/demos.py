@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from jointrl.envs import registry
+from jointrl.model.tokenizer import JointTokenizer
+from jointrl.rl.config import RolloutConfig
 from jointrl.rl.sft import Conversation
 
 
@@ -25,7 +27,7 @@ def play_demo(env_id: str, seed: int, tier: str | None = None) -> tuple[Conversa
         signals = env.signals()
     finally:
         env.close()
-    return Conversation(messages, obs.tools, tier or env.spec.default_tier), signals
+    return Conversation(messages, obs.tools, tier or env.spec.default_tier, source=env_id), signals
 
 
 def collect_demos(env_ids: list[str], seeds: list[int]) -> list[Conversation]:
@@ -38,3 +40,43 @@ def collect_demos(env_ids: list[str], seeds: list[int]) -> list[Conversation]:
             if signals.get("success") == 1.0:
                 conversations.append(conversation)
     return conversations
+
+
+def demo_needs(tokenizer: JointTokenizer, conversation: Conversation) -> tuple[int, int, int]:
+    """(assistant turns, the longest turn's generated tokens, all generated tokens) of a demonstration."""
+    _, mask = tokenizer.render_with_mask(conversation.messages, conversation.tools, conversation.tier)
+    runs, current = [], 0
+    for generated in mask:
+        if generated:
+            current += 1
+        elif current:
+            runs.append(current)
+            current = 0
+    if current:
+        runs.append(current)
+    return len(runs), max(runs, default=0), sum(runs)
+
+
+def demo_misfits(tokenizer: JointTokenizer, demos: list[Conversation], rollout: RolloutConfig) -> list[str]:
+    """One line per env id whose demonstrations the rollout limits would cut: the policy could never finish
+    what the cold start taught it, and that env's pass rate stays 0 whatever RL does."""
+    worst: dict[str, list[int]] = {}
+    counts: dict[str, list[int]] = {}
+    limits = (rollout.max_turns, rollout.max_new_tokens_per_turn, rollout.max_new_tokens_per_episode)
+    for demo in demos:
+        if demo.source is None:
+            continue
+        needs = demo_needs(tokenizer, demo)
+        seen = worst.setdefault(demo.source, [0, 0, 0])
+        worst[demo.source] = [max(a, b) for a, b in zip(seen, needs)]
+        over = counts.setdefault(demo.source, [0, 0])
+        over[0] += 1
+        over[1] += any(n > limit for n, limit in zip(needs, limits))
+    lines = []
+    names = ("rollout.max_turns", "rollout.max_new_tokens_per_turn", "rollout.max_new_tokens_per_episode")
+    for env_id, needs in worst.items():
+        cut = [f"{name} is {limit}, a demo needs {need}" for name, limit, need in zip(names, limits, needs) if need > limit]
+        if cut:
+            total, over = counts[env_id]
+            lines.append(f"{env_id}: {over} of {total} demonstrations do not fit the rollout limits ({'; '.join(cut)})")
+    return lines

@@ -27,6 +27,7 @@ class Conversation:
     messages: list[dict]
     tools: list[dict] | None = None
     tier: str | None = None
+    source: str | None = None  # the env id a demonstration was played in
 
 
 @dataclass

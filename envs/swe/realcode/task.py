@@ -3,6 +3,8 @@
 Train seeds (< HELD_OUT_START) draw from bugs in the package's training files, held-out seeds from bugs in
 its held-out files (manifest `held_out_files`), each in a seeded order; no held-out bug sits in a file a
 training bug mutates. `long` puts three bugs of one split, in three functions, into the package at once.
+The hard and long tiers leave out held-out bugs whose report would show the calls a training bug's report
+shows, so no held-out issue repeats a training one.
 """
 from __future__ import annotations
 
@@ -63,21 +65,34 @@ def pristine_files(family: str) -> dict:
     return workspace_files(source(family))
 
 
-def pool(family: str, held_out: bool) -> list[dict]:
-    """The bugs of one split in the seeded order seeds index."""
+def pool(family: str, held_out: bool, distinct_symptoms: bool = False) -> list[dict]:
+    """The bugs of one split in the seeded order seeds index.
+
+    With `distinct_symptoms` (the hard and long tiers, whose issues show only calls and outcomes), held-out
+    bugs whose reported calls are the ones some training bug reports are left out: their issue could read
+    word for word like a training issue, so the held-out prompt would not be new.
+    """
     package = manifest.load()[family]
     held = set(package["held_out_files"])
     chosen = [b for b in package["bugs"] if (b["file"] in held) == held_out]
+    if held_out and distinct_symptoms:
+        cases, shared = tuple(manifest.graded_cases(family)), shared_counts(family)
+        seen = {tuple(_ranked(cases, b["f2p_cases"], shared)[:SYMPTOMS]) for b in package["bugs"] if b["file"] not in held}
+        chosen = [b for b in chosen if tuple(_ranked(cases, b["f2p_cases"], shared)[:SYMPTOMS]) not in seen]
     random.Random(f"realcode/{family}/{'held-out' if held_out else 'train'}").shuffle(chosen)
     return chosen
 
 
+def _ranked(cases: tuple, changed, shared: dict[int, int]) -> list[int]:
+    """Changed cases in report order: cases few other bugs of the package change first (so reports of
+    different bugs differ), then visible ones, public modules, short calls."""
+    return sorted(changed, key=lambda i: (shared.get(i, 0), not cases[i][0].visible, "._" in cases[i][0].module,
+                                          len(cases[i][0].args) + len(str(cases[i][1])), cases[i][0].key()))
+
+
 def symptoms(cases: tuple, changed: list[int], got: list, shared: dict[int, int]) -> list[tuple[Case, dict, dict | None]]:
-    """Up to SYMPTOMS changed cases to report, with reference and buggy outcomes: cases few other bugs of the
-    package change first (so reports of different bugs differ), then visible ones, public modules, short calls."""
-    ranked = sorted(changed, key=lambda i: (shared.get(i, 0), not cases[i][0].visible, "._" in cases[i][0].module,
-                                            len(cases[i][0].args) + len(str(cases[i][1])), cases[i][0].key()))
-    return [(cases[i][0], cases[i][1], got[i]) for i in ranked[:SYMPTOMS]]
+    """Up to SYMPTOMS changed cases to report (in `_ranked` order), with reference and buggy outcomes."""
+    return [(cases[i][0], cases[i][1], got[i]) for i in _ranked(cases, changed, shared)[:SYMPTOMS]]
 
 
 @lru_cache(maxsize=16)
@@ -145,7 +160,7 @@ def build(family: str, difficulty: str, seed: int) -> RealTask:
     pin = source(family)
     pristine = pristine_files(family)
     held_out = seed >= HELD_OUT_START
-    bugs = pool(family, held_out)
+    bugs = pool(family, held_out, distinct_symptoms=not pointed)
     index = seed - HELD_OUT_START if held_out else seed
     cases = tuple(manifest.graded_cases(family))
     for attempt in range(len(bugs)):

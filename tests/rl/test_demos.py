@@ -1,0 +1,34 @@
+"""Demonstrations against the rollout limits: a demo the limits would cut is reported with its figures."""
+from __future__ import annotations
+
+from jointrl.model.tokenizer import train_tokenizer
+from jointrl.rl.config import RolloutConfig
+from jointrl.rl.demos import demo_misfits, demo_needs
+from jointrl.rl.sft import Conversation
+
+CALL = {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]
+
+
+def demo(source: str, answer: str) -> Conversation:
+    """Two assistant turns: a tool call, then an answer."""
+    messages = [{"role": "user", "content": "count the files"},
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "call_0", "content": "a b c"},
+                {"role": "assistant", "content": answer}]
+    return Conversation(messages, TOOLS, "low", source=source)
+
+
+def test_a_demo_the_rollout_limits_would_cut_is_reported_with_the_key_and_both_numbers():
+    short, long = demo("t/short-v0:easy", "3"), demo("t/long-v0:easy", "three files: " + "a b c " * 20)
+    tokenizer = train_tokenizer([str(d.messages) for d in (short, long)] * 10, 512)
+    turns, longest, total = demo_needs(tokenizer, long)
+    # Property: the answer turn is the longest, and the two turns' generated tokens add up.
+    assert turns == 2 and longest > demo_needs(tokenizer, short)[1] and total > longest
+    fits = RolloutConfig(max_turns=2, max_new_tokens_per_turn=longest, max_new_tokens_per_episode=total)
+    assert demo_misfits(tokenizer, [short, long], fits) == []
+    tight = RolloutConfig(max_turns=1, max_new_tokens_per_turn=longest - 1, max_new_tokens_per_episode=total)
+    lines = demo_misfits(tokenizer, [short, long, long], tight)
+    assert lines[0].startswith("t/short-v0:easy: 1 of 1 demonstrations do not fit") and "max_turns is 1, a demo needs 2" in lines[0]
+    assert lines[1] == (f"t/long-v0:easy: 2 of 2 demonstrations do not fit the rollout limits (rollout.max_turns is 1, "
+                        f"a demo needs 2; rollout.max_new_tokens_per_turn is {longest - 1}, a demo needs {longest})")
