@@ -1,6 +1,7 @@
 """Test-wide settings: offline tracking, interpreted Triton, CPU DeepSpeed, fp32, fixed seeds, one Ray session."""
 import os
 import random
+import sys
 
 # Set before anything imports triton, wandb or deepspeed: they read these at import time.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -9,6 +10,25 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+
+def _import_hub_kernels_first() -> None:
+    """`python -m pytest` puts the repository root on sys.path (the `tests.*` helpers import through it), so
+    our `kernels/` folder is also importable as a bare `kernels` and would shadow Hugging Face's `kernels`
+    distribution, which transformers (>= 5.25) imports. Load that one first, with the root off the path."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+    try:
+        import kernels  # noqa: F401  (Hugging Face's, where installed)
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved
+
+
+_import_hub_kernels_first()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
