@@ -60,23 +60,17 @@ def demo_needs(tokenizer: JointTokenizer, conversation: Conversation) -> tuple[i
 def demo_misfits(tokenizer: JointTokenizer, demos: list[Conversation], rollout: RolloutConfig) -> list[str]:
     """One line per env id whose demonstrations the rollout limits would cut: the policy could never finish
     what the cold start taught it, and that env's pass rate stays 0 whatever RL does."""
-    worst: dict[str, list[int]] = {}
-    counts: dict[str, list[int]] = {}
-    limits = (rollout.max_turns, rollout.max_new_tokens_per_turn, rollout.max_new_tokens_per_episode)
+    needs: dict[str, list[tuple[int, int, int]]] = {}
     for demo in demos:
-        if demo.source is None:
-            continue
-        needs = demo_needs(tokenizer, demo)
-        seen = worst.setdefault(demo.source, [0, 0, 0])
-        worst[demo.source] = [max(a, b) for a, b in zip(seen, needs)]
-        over = counts.setdefault(demo.source, [0, 0])
-        over[0] += 1
-        over[1] += any(n > limit for n, limit in zip(needs, limits))
-    lines = []
+        if demo.source is not None:
+            needs.setdefault(demo.source, []).append(demo_needs(tokenizer, demo))
     names = ("rollout.max_turns", "rollout.max_new_tokens_per_turn", "rollout.max_new_tokens_per_episode")
-    for env_id, needs in worst.items():
-        cut = [f"{name} is {limit}, a demo needs {need}" for name, limit, need in zip(names, limits, needs) if need > limit]
+    limits = (rollout.max_turns, rollout.max_new_tokens_per_turn, rollout.max_new_tokens_per_episode)
+    lines = []
+    for env_id, found in needs.items():
+        worst = [max(column) for column in zip(*found)]
+        cut = [f"{name} is {limit}, a demo needs {need}" for name, limit, need in zip(names, limits, worst) if need > limit]
         if cut:
-            total, over = counts[env_id]
-            lines.append(f"{env_id}: {over} of {total} demonstrations do not fit the rollout limits ({'; '.join(cut)})")
+            over = sum(any(n > limit for n, limit in zip(need, limits)) for need in found)
+            lines.append(f"{env_id}: {over} of {len(found)} demonstrations do not fit the rollout limits ({'; '.join(cut)})")
     return lines

@@ -2,6 +2,7 @@
 import os
 import random
 import sys
+import types
 
 # Set before anything imports triton, wandb or deepspeed: they read these at import time.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -12,23 +13,20 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-
-def _import_hub_kernels_first() -> None:
-    """`python -m pytest` puts the repository root on sys.path (the `tests.*` helpers import through it), so
-    our `kernels/` folder is also importable as a bare `kernels` and would shadow Hugging Face's `kernels`
-    distribution, which transformers (>= 5.25) imports. Load that one first, with the root off the path."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    saved = list(sys.path)
+def _repository_root_off_the_path() -> None:
+    """`python -m pytest` puts the repository root first on sys.path, which makes our top-level folders
+    importable under bare names: `kernels/` then shadows Hugging Face's `kernels`, which transformers
+    imports. Take the root off and reach the test helpers (`tests.envs...`) through a `tests` package
+    rooted at this folder instead."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
-    try:
-        import kernels  # noqa: F401  (Hugging Face's, where installed)
-    except ImportError:
-        pass
-    finally:
-        sys.path[:] = saved
+    package = types.ModuleType("tests")
+    package.__path__ = [here]
+    sys.modules.setdefault("tests", package)
 
 
-_import_hub_kernels_first()
+_repository_root_off_the_path()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

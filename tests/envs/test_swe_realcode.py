@@ -29,12 +29,14 @@ def call(env, name, **arguments):
     return env.step({"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}})
 
 
-def _sdist(path: Path) -> Path:
-    """A minimal sdist of TINY written by hand."""
+TINY_FILES = {"tiny-1.0/src/tiny/__init__.py": "def double(x):\n    return 2 * x\n",
+              "tiny-1.0/tests/test_tiny.py": "from tiny import double\n\ndef test_double():\n    assert double(2) == 4\n"}
+
+
+def _sdist(path: Path, files: dict[str, str]) -> Path:
+    """An sdist holding `files` (archive path -> text), written by hand."""
     with tarfile.open(path, "w:gz") as tar:
-        for name, text in {"tiny-1.0/src/tiny/__init__.py": "def double(x):\n    return 2 * x\n",
-                           "tiny-1.0/tests/test_tiny.py": "from tiny import double\n\ndef test_double():\n"
-                                                          "    assert double(2) == 4\n"}.items():
+        for name, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -69,7 +71,7 @@ def test_a_missing_cache_names_the_command_that_fills_it(tmp_path, monkeypatch):
 
 
 def test_prepare_unpacks_a_verified_sdist_and_rejects_a_tampered_one(tmp_path, monkeypatch):
-    archive = _sdist(tmp_path / "tiny-1.0.tar.gz")
+    archive = _sdist(tmp_path / "tiny-1.0.tar.gz", TINY_FILES)
     pin = Source(**{**TINY.__dict__, "sha256": prepare.sha256_of(archive)})
     monkeypatch.setattr(prepare, "download", _fake_download(archive))
     root = tmp_path / "cache"
@@ -107,18 +109,8 @@ DUO_EXPECTED = {"double": [((2,), 4), ((5,), 10), ((-3,), -6)], "inc": [((3,), 4
                 "shout": [(("hi",), "HI!"), (("",), ""), (("ab",), "AB!")]}
 
 
-def _duo_sdist(path: Path) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in DUO.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_mining_a_small_package_keeps_only_bugs_that_break_it_and_re_mining_keeps_other_packages(tmp_path, monkeypatch):
-    archive = _duo_sdist(tmp_path / "duo-1.0.tar.gz")
+    archive = _sdist(tmp_path / "duo-1.0.tar.gz", DUO)
     pin = Source("duo", "1.0", prepare.sha256_of(archive), "duo", "src/duo", "tests", "a small package")
     monkeypatch.setattr(prepare, "download", _fake_download(archive))
     root = tmp_path / "cache"
