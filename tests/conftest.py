@@ -1,8 +1,8 @@
 """Test-wide settings: offline tracking, interpreted Triton, CPU DeepSpeed, fp32, fixed seeds, one Ray session."""
+import importlib
 import os
 import random
 import sys
-import types
 
 # Set before anything imports triton, wandb or deepspeed: they read these at import time.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -13,20 +13,23 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _repository_root_off_the_path() -> None:
-    """`python -m pytest` puts the repository root first on sys.path, which makes our top-level folders
-    importable under bare names: `kernels/` then shadows Hugging Face's `kernels`, which transformers
-    imports. Take the root off and reach the test helpers (`tests.envs...`) through a `tests` package
-    rooted at this folder instead."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
+def _installed_kernels_first() -> None:
+    """`python -m pytest` puts the repository root first on sys.path (the `tests.*` helpers, and processes
+    spawned from tests, import through it), so our `kernels/` folder is also importable as a bare `kernels`
+    and would shadow Hugging Face's `kernels` distribution, which transformers (>= 5.25) imports. Load the
+    installed one first, with the root off the path for that import only."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
-    package = types.ModuleType("tests")
-    package.__path__ = [here]
-    sys.modules.setdefault("tests", package)
+    try:
+        importlib.import_module("kernels")  # the third-party distribution, not jointrl.kernels
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved
 
 
-_repository_root_off_the_path()
+_installed_kernels_first()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
