@@ -143,10 +143,13 @@ def _count(world, p, steps):
 
 def _ordinal(world, p, steps):
     members = _listing(world, p, steps, p["attr"])
-    values = [_value(m, p["attr"]) for m in members]
-    if len(set(values)) != len(values) or not 1 <= p["k"] < len(values):
+    if not 1 <= p["k"] < len(members):
+        raise Unanswerable("the list is shorter than the rank asked for")
+    ranked = sorted(members, key=lambda m: _value(m, p["attr"]), reverse=p["order"] == "desc")
+    # Ties further down a long list do not matter; the first k places must each hold one entry.
+    top = [m.attrs[p["attr"]] for m in ranked[:p["k"] + 1]]
+    if len(set(top)) != len(top):
         raise Unanswerable("the ranking is not well defined")
-    ranked = sorted(members, key=lambda m: m.attrs[p["attr"]], reverse=p["order"] == "desc")
     return _name(ranked[p["k"] - 1], steps)
 
 

@@ -1,12 +1,13 @@
 """Samples a question program of one family and difficulty over a world, and words it as a question.
 
 Difficulty is the number of links to follow (easy 1-2 pages, medium 2-3, hard 3-4 and more) and, on
-hard, near-duplicate twins of every evidence page; list families also grow from a printed list to
-reading every entry's page. The long tier (family `trail`) fans out from a list to three or more chains.
+hard, near-duplicate twins of every evidence page; aggregates also grow from a printed list to reading
+every entry's page. The long tier (family `trail`) fans out from a list to three or more chains.
 
 Where a family's answer space is small by nature, the seed spreads its answers evenly: a count over
 1-60 (`spread`), which of two options is right and whether an age counts from a birth (a few decades) or
-from a town's founding (centuries) by the seed's parity. No constant answer does better than its share.
+from a town's founding (centuries) by the seed's parity, and a list whose one entry is the answer (ordinal,
+intersection) to 20-40 entries. No constant answer does better than its share.
 """
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ COUNTED = ("region", "river", "maker", "label")
 # Lists a trail fans out from: each entry links to a person (EVENTS), whose page links to a birthplace.
 TRAILS = ("headquarters", "home", "maker", "label")
 TRAIL_ENTRIES = (3, 4)
+# Ordinal and intersection answers are one entry of a list, so the list is grown to LISTED entries (the seed
+# spreads its length): naming an entry at random, after opening only the list, passes 1 time in 20 at most.
+LISTED = (20, 40)
+# Growable lists that print the figure those questions rank or bound, so the list page alone decides.
+PRINTED = ("maker", "region")
 PEOPLE = {"company": "the founders of {m}", "club": "the founders of {m}", "product": "the inventors of {m}",
           "album": "the musicians who recorded {m}"}
 
@@ -199,9 +205,8 @@ def _trail(world, rng, difficulty, seed):
 
 
 def _ordinal(world, rng, difficulty, seed):
-    length, ks, shown = {"easy": ((0,), (1,), True), "medium": ((1,), (1, 2), True), "hard": ((1, 2), (1, 2, 3), False)}[difficulty]
-    relations = [r for r in RELATIONS if not shown or set(RELATIONS[r].shows) & set(YEARS)]
-    relation, ref, _ = _owner(world, rng, rng.choice(length), relations)
+    length, ks = {"easy": ((0,), (1,)), "medium": ((1,), (1, 2)), "hard": ((1, 2), (1, 2, 3))}[difficulty]
+    relation, ref, _ = _listed(world, rng, seed, rng.choice(length))
     attr = next(a for a in FACTS[RELATIONS[relation].source] if ATTRS[a].year)
     return {"family": "ordinal", "owner": ref, "relation": relation, "attr": attr, "k": rng.choice(ks), "order": rng.choice(("asc", "desc"))}
 
@@ -218,12 +223,17 @@ def _aggregate(world, rng, difficulty, seed):
 
 def _intersection(world, rng, difficulty, seed):
     length = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
-    relation, ref, members = _owner(world, rng, length, list(RELATIONS))
-    if len(members) < 2:
-        raise Unanswerable("one candidate needs no second condition")
-    attr = rng.choice(_numeric(RELATIONS[relation].source))
+    relation, ref, members = _listed(world, rng, seed, length)
+    attr = rng.choice(RELATIONS[relation].shows)
     return {"family": "intersection", "owner": ref, "relation": relation,
             "where": _threshold(attr, [m.attrs[attr] for m in members], 1, rng)}
+
+
+def _listed(world, rng, seed, length):
+    """A printed list `length` links away, grown to LISTED entries: (relation, ref to its owner, entries)."""
+    relation = rng.choice(PRINTED)
+    ref = _ref(world, rng, length, (RELATIONS[relation].target,))
+    return relation, ref, _grow(world, relation, programs.follow(world, ref), spread(seed, *LISTED), rng)
 
 
 SAMPLERS = {

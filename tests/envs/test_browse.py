@@ -146,8 +146,8 @@ def _expected(site, p):
         towns = {site[site[m]["links"][person_label]]["links"]["Birthplace"] for m in members}
         return sum(_figure(site, t, "population") for t in towns)
     if family == "ordinal":
-        values = [_figure(site, m, p["attr"]) for m in members]
-        assert len(set(values)) == len(values), "tied years make the ranking ambiguous"
+        values = sorted((_figure(site, m, p["attr"]) for m in members), reverse=p["order"] == "desc")
+        assert len(set(values[:p["k"] + 1])) == p["k"] + 1, "a tie at or above the rank makes it ambiguous"
         ranked = sorted(members, key=lambda m: _figure(site, m, p["attr"]), reverse=p["order"] == "desc")
         return site[ranked[p["k"] - 1]]["name"]
     assert family == "intersection"
@@ -438,6 +438,26 @@ def test_compare_is_a_balanced_two_way_choice_between_entities_of_one_kind(diffi
             assert env.signals()["success"] == 0.0, hedge
         assert sum(_passes(env_id, [seed], lambda env, n=n: n) for n in (a.name, b.name)) == 1
     assert first_wins == len(seeds) // 2
+
+
+@pytest.mark.parametrize("family", ["ordinal", "intersection"])
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_naming_an_entry_of_the_list_at_random_passes_at_most_one_time_in_20(family, difficulty):
+    """A policy that opens only the owner's list and names one of its entries is right 1/len(list) of the time."""
+    chances = []
+    for seed in range(1_000_000, 1_000_008):
+        env = _env(f"browse/{family}-v0:{difficulty}", seed)
+        owner = follow(env.world, env.question.program["owner"])
+        heading = RELATIONS[env.question.program["relation"]].heading
+        entries = [env.pages[url].title for url, _ in _parse(_document(env, owner.url))["lists"][heading]]
+        wins = 0
+        for title in entries:
+            env.answer(title)
+            wins += env.signals()["success"]
+        assert wins == 1, (seed, wins)
+        chances.append(wins / len(entries))
+        env.close()
+    assert sum(chances) / len(chances) <= 0.05
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
