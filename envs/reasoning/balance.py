@@ -49,7 +49,8 @@ DEGENERATE: dict[str, Callable[[str], bool]] = {"game_of_life": _dead_board, "ma
 # A constant answer is right for at most one seed in each aligned run of BUCKETS seeds: at most 1/23, 4.3%.
 BUCKETS = 23
 # Draws a balanced seed may take. The rarest bucket measured (shortest_path hard) holds 0.5% of the answers:
-# 1000 draws miss it with probability 0.7% (400 would miss it 13% of the time), and a miss fails the reset.
+# 1000 draws miss it with probability 0.7% (400 would miss it 13% of the time); a miss takes the first
+# playable entry passed over (entries.draw), unbalanced for that seed alone.
 MAX_DRAWS = 1000
 
 

@@ -372,6 +372,20 @@ def test_spread_datasets_repeat_no_answer_within_a_block(name):
     assert len({balance.bucket(r) for r in references}) == balance.BUCKETS
 
 
+def test_a_seed_whose_bucket_no_draw_hits_still_gets_a_playable_task(monkeypatch):
+    """A rare bucket missed in every draw must not fail the reset (it used to raise)."""
+    monkeypatch.setattr(balance, "MAX_DRAWS", 3)
+    seed = next(s for s in range(50) if not any(
+        balance.fits("shortest_path", s, entries.reference_answer("shortest_path", entries.make_entry(
+            "shortest_path", {}, entries.dataset_seed(s, a))[1])) for a in range(3)))
+    drawn = entries.draw("shortest_path", {}, seed)
+    assert drawn.attempts < 3 and not balance.fits("shortest_path", seed, drawn.reference)
+    # The task is played like any other: its reference answer passes and the empty answer fails.
+    env_id = "reasoning/shortest_path-v0:default"
+    assert _played(env_id, seed, drawn.reference)["success"] == 1.0
+    assert _played(env_id, seed, "")["success"] == 0.0
+
+
 def test_shortest_path_infeasible_is_rarely_right():
     env_id = "reasoning/shortest_path-v0:default"
     # Upstream, 'infeasible' answers about a third of the tasks; spread, at most one seed in 23.
