@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Sequence
 
-from jointrl.rl.commands import envs, export, model, plan, quickstart, recipe, sft, tokenizer, train
+from jointrl.rl.commands import envs, export, hf_import, model, plan, quickstart, recipe, serve, sft, tokenizer, train
 from jointrl.rl.commands import eval as eval_command  # `eval` would shadow the builtin
 from jointrl.rl.recipe import RecipeError
 
@@ -103,6 +103,16 @@ COMMANDS: list[Command] = [
         ("export",),
         "export a checkpoint for transformers (kimi_linear or native remote code, optional MXFP4 experts)",
         export.add_arguments, export.run,
+    ),
+    Command(
+        ("import",),
+        "import a transformers checkpoint (kimi_linear, deepseek_v3, deepseek_v32) as a jointrl checkpoint",
+        hf_import.add_arguments, hf_import.run,
+    ),
+    Command(
+        ("serve",),
+        "an OpenAI-compatible chat-completions server for a checkpoint (tool calls, thinking budgets, streaming)",
+        serve.add_arguments, serve.run,
     ),
     Command(
         ("plan",),

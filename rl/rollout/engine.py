@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Callable, Hashable
 
 import torch
 
@@ -38,6 +38,8 @@ class TurnRequest:
     max_new_tokens: int
     sampling: SamplingParams  # temperature / top_p / top_k / stop_ids (its max_new_tokens is not used)
     think_budget: int | None = None  # thinking tokens this turn may generate (None = no limit)
+    generator: torch.Generator | None = None  # this turn's own random stream (a request's seed); else the engine's
+    banned: Callable[[list[int]], list[int]] | None = None  # ids the turn may not sample next, given its tokens so far
 
 
 @dataclass
@@ -87,8 +89,10 @@ class Engine:
         record_routing: bool = False,
         generator: torch.Generator | None = None,
         pad_id: int = 0,
+        on_token: Callable[[Hashable, int, float], None] | None = None,
     ):
         self.model = model.eval()
+        self.on_token = on_token  # called with (seq_id, token, log-prob) as each token is chosen (streaming)
         self.think_start_id, self.think_end_id = think_start_id, think_end_id
         self.max_rows = max_rows
         self.record_routing = record_routing
@@ -114,11 +118,15 @@ class Engine:
         self.queue.append(request)
 
     def release(self, seq_id: Hashable) -> None:
-        """The sequence is over: free its row for another one."""
+        """The sequence is over, or is cancelled mid-turn: free its row for another one."""
         row = self._row_of(seq_id)
         if row is not None:
             self.rows[row] = None
         self.evicted.pop(seq_id, None)
+
+    def resident(self, seq_id: Hashable) -> bool:
+        """Whether the sequence still holds a row, so its next turn needs no re-prefill."""
+        return self._row_of(seq_id) is not None
 
     @property
     def busy(self) -> bool:
@@ -160,9 +168,14 @@ class Engine:
             self._record(out, valid, active)
         logits = out.logits[:, -1].float()  # [R, V]; the last column is every active row's newest token
 
+        for i in active:
+            banned = self.rows[i].request.banned
+            if banned is not None:
+                logits[i, banned(self.rows[i].tokens)] = float("-inf")
         finished = []
         for rows in self._by_sampling(active):
-            ids, logp = sample_next(logits[rows], self.rows[rows[0]].request.sampling, self.generator)
+            request = self.rows[rows[0]].request
+            ids, logp = sample_next(logits[rows], request.sampling, request.generator or self.generator)
             for j, i in enumerate(rows):
                 result = self._advance(i, int(ids[j]), float(logp[j]), logits[i])
                 if result is not None:
@@ -218,6 +231,8 @@ class Engine:
         row.logprobs.append(logp)
         row.forced.append(forced)
         row.versions.append(self.version)
+        if self.on_token is not None:
+            self.on_token(row.seq_id, token, logp)
         if token == self.think_start_id:
             row.inside_think = True
         elif token == self.think_end_id:
@@ -257,11 +272,12 @@ class Engine:
                 self.rows[i].topk.append(torch.where(slots >= 0, mapped, slots).cpu())
 
     def _by_sampling(self, rows: list[int]) -> list[list[int]]:
-        # Rows drawing with the same temperature / top-p / top-k are sampled in one call.
+        # Rows drawing with the same temperature / top-p / top-k from the same random stream are sampled in one call.
         groups: dict[tuple, list[int]] = {}
         for i in rows:
-            s = self.rows[i].request.sampling
-            groups.setdefault((s.temperature, s.top_p, s.top_k), []).append(i)
+            request = self.rows[i].request
+            s = request.sampling
+            groups.setdefault((s.temperature, s.top_p, s.top_k, id(request.generator)), []).append(i)
         return list(groups.values())
 
     def _free_row(self) -> int | None:
