@@ -51,7 +51,7 @@ class Choice:
 class Finished:
     """The end of one choice: its parsed message and counts."""
 
-    message: dict  # role, content, reasoning_content?, tool_calls? (with fresh unique ids)
+    message: dict  # role, content, reasoning_content?, tool_calls? (ids unique across turns)
     finish_reason: str  # "stop" | "tool_calls" | "length"
     prompt_tokens: int
     cached_tokens: int
@@ -94,8 +94,9 @@ def _same_message(a: dict, b: dict) -> bool:
 class Scheduler:
     """The engine thread and the bookkeeping of every live and parked choice."""
 
-    def __init__(self, model: Transformer, tokenizer: JointTokenizer, max_rows: int = 16):
+    def __init__(self, model: Transformer, tokenizer: JointTokenizer, max_rows: int = 16, prefix_reuse: bool = True):
         self.tokenizer = tokenizer
+        self.prefix_reuse = prefix_reuse  # off: every request prefills its whole prompt (a baseline to measure against)
         self.max_seq_len = model.cfg.max_seq_len
         self.engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows,
                              pad_id=tokenizer.pad_id, on_token=self._on_token)
@@ -251,22 +252,28 @@ class Scheduler:
         if tail:
             job.loop.call_soon_threadsafe(job.events.put_nowait, tail)
         message = self._message(job)
-        if result is None or job.text.stopped:  # a stop string: the row is mid-turn, so it cannot be reused
-            self.engine.release(job.key)
-            reason = "stop"
-        elif result.finish_reason == "stop":
+        ended = result is not None and not job.text.stopped and result.finish_reason == "stop"
+        if ended:
             reason = "tool_calls" if message.get("tool_calls") else "stop"
+        else:
+            reason = "stop" if job.text.stopped or result is None else "length"
+        # A continuation may pick up the row only where it holds exactly what rendering the returned message gives:
+        # not after a stop string (mid-turn), nor after text the message leaves out (stray text, a bad call).
+        if ended and self.prefix_reuse and self._renders_as_sampled(job, message):
             self._parked[job.key] = _Parked(job.choice.tools, job.choice.tier, job.choice.messages + [message],
                                             job.prompt_tokens + len(job.tokens))
         else:
             self.engine.release(job.key)
-            reason = "length"
         finished = Finished(
             message=message, finish_reason=reason, prompt_tokens=job.prompt_tokens, cached_tokens=job.cached_tokens,
             completion_tokens=len(job.tokens), reasoning_tokens=job.text.reasoning_tokens,
             logprobs=list(zip(job.tokens, job.logprobs)),
         )
         job.loop.call_soon_threadsafe(job.events.put_nowait, finished)
+
+    def _renders_as_sampled(self, job: _Job, message: dict) -> bool:
+        ids, mask = self.tokenizer.render_with_mask([message], None, job.choice.tier)
+        return [i for i, m in zip(ids, mask) if m] == job.tokens
 
     def _message(self, job: _Job) -> dict:
         """The assistant message the client gets: exactly what the stream showed."""

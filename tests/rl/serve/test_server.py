@@ -5,28 +5,20 @@ with jointrl.model.generate on the conversation rendered by the tokenizer, parse
 """
 import concurrent.futures
 import json
-import socket
-import threading
 import time
 
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from jointrl.model.generate import SamplingParams, generate
 from jointrl.rl.serve.app import ServedModel, build_app
+from jointrl.rl.serve.background import BackgroundServer
 from jointrl.rl.serve.scheduler import Scheduler
 from tests.rl.agent_envs import WORDS, Lookup
 
 NAME = "lookup-debug"
 BUDGETS = {"low": 64, "high": 128, "max": 256}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +27,9 @@ def server(fitted_lookup_policy):
     model, tokenizer = fitted_lookup_policy
     scheduler = Scheduler(model, tokenizer, max_rows=8)
     scheduler.start()
-    port = _free_port()
     app = build_app(scheduler, ServedModel(NAME, BUDGETS, default_tier="low", default_max_tokens=48))
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not web.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", scheduler, model, tokenizer
-    web.should_exit = True
-    thread.join(timeout=10)
+    with BackgroundServer(app) as web:
+        yield web.url, scheduler, model, tokenizer
     scheduler.stop()
 
 
