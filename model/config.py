@@ -63,6 +63,17 @@ class ModelConfig(BaseModel):
     qk_rope_dim: int = Field(..., ge=0, description="Per-head decoupled rotary dims (shared key); 0 = NoPE.")
     v_head_dim: int = Field(..., gt=0, description="Per-head value dim.")
     rope_theta: float = Field(10000.0, gt=0, description="Rotary base frequency.")
+    mla_rope: bool = Field(
+        True,
+        description="Rotate the qk_rope_dim query and shared-key dims; False leaves them unrotated (Kimi Linear's "
+        "NoPE latent attention keeps the dims but never rotates them).",
+    )
+    latent_norm_eps: float | None = Field(
+        None,
+        gt=0,
+        description="Epsilon of the norms inside latent attention (query and KV latent RMSNorms, indexer key "
+        "LayerNorm); None = norm_eps. DeepSeek's and Kimi's reference code fix it at 1e-6 whatever norm_eps is.",
+    )
     attn_output_gate: bool = Field(True, description="Elementwise sigmoid gate per head before the output projection.")
 
     # Lightning indexer (DSA layers).
@@ -120,6 +131,11 @@ class ModelConfig(BaseModel):
     @property
     def moe_layers(self) -> list[int]:
         return [i for i in range(self.n_layers) if self.is_moe(i)]
+
+    @property
+    def latent_eps(self) -> float:
+        """The epsilon latent attention's inner norms use."""
+        return self.norm_eps if self.latent_norm_eps is None else self.latent_norm_eps
 
     @property
     def qk_head_dim(self) -> int:

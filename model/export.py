@@ -65,14 +65,16 @@ def kimi_linear_incompatibility(cfg: ModelConfig) -> str | None:
         )
     if cfg.attn_output_gate:
         return "attn_output_gate=True: kimi_linear's latent attention has no output gate"
-    if cfg.qk_rope_dim != 0:
+    if cfg.qk_rope_dim != 0 and cfg.mla_rope:
         return (
-            f"qk_rope_dim={cfg.qk_rope_dim}: kimi_linear never applies rotary, so latent attention must be NoPE (0)"
+            f"qk_rope_dim={cfg.qk_rope_dim} with mla_rope=True: kimi_linear never applies rotary, so latent "
+            "attention must be NoPE (qk_rope_dim 0, or its rope dims left unrotated with mla_rope=False)"
         )
-    if cfg.norm_eps != KIMI_LINEAR_LATENT_NORM_EPS:
+    if cfg.latent_eps != KIMI_LINEAR_LATENT_NORM_EPS:
         return (
-            f"norm_eps={cfg.norm_eps}: kimi_linear normalises the latent-attention query and KV latents with a "
-            f"fixed eps of {KIMI_LINEAR_LATENT_NORM_EPS}, so norm_eps must equal it"
+            f"latent norm eps {cfg.latent_eps} (norm_eps={cfg.norm_eps}, latent_norm_eps={cfg.latent_norm_eps}): "
+            f"kimi_linear normalises the latent-attention query and KV latents with a fixed eps of "
+            f"{KIMI_LINEAR_LATENT_NORM_EPS}, so the latent eps must equal it"
         )
     if "K" in cfg.layer_pattern and cfg.kda_gate_rank != cfg.kda_head_dim:
         return (
@@ -140,7 +142,8 @@ def kimi_linear_config(
         "q_lora_rank": cfg.q_lora_rank or None,
         "kv_lora_rank": cfg.kv_lora_rank,
         "qk_nope_head_dim": cfg.qk_nope_dim,
-        "qk_rope_head_dim": 0,
+        # Unrotated (mla_rope False) or absent: kimi_linear keeps the dims and never rotates them.
+        "qk_rope_head_dim": cfg.qk_rope_dim,
         "v_head_dim": cfg.v_head_dim,
         "mla_use_nope": True,
         "linear_attn_config": {

@@ -28,7 +28,7 @@ class LightningIndexer(nn.Module):
         # Reads the normalised query latent, or x itself when queries have no bottleneck.
         self.wq_b = nn.Linear(cfg.q_lora_rank or cfg.dim, self.heads * self.head_dim, bias=False)
         self.wk = nn.Linear(cfg.dim, self.head_dim, bias=False)
-        self.k_norm = nn.LayerNorm(self.head_dim, eps=cfg.norm_eps)
+        self.k_norm = nn.LayerNorm(self.head_dim, eps=cfg.latent_eps)
         self.weights_proj = nn.Linear(cfg.dim, self.heads, bias=False)
         # Folded into the head weights, as the reference does: 1/sqrt(Hi) for the sum, 1/sqrt(I) for the dot.
         self.weight_scale = self.heads**-0.5 * self.head_dim**-0.5

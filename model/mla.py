@@ -10,7 +10,7 @@ adds g_proj. Each query head's dims are [nope | rope]; kv_b_proj's rows are [k_n
 The cache holds the normalised latent and the rotated shared rope key, never per-head keys or values.
 Export: with rotary dims the ungated layer is deepseek_v3 with rope_interleave (which stores rotated
 pairs de-interleaved; dot products, hence outputs, are the same); kimi_linear never rotates, so it is
-the target of the NoPE variant (qk_rope_dim = 0) only.
+the target of the NoPE variants only (qk_rope_dim = 0, or mla_rope False: the rope dims stay unrotated).
 """
 from __future__ import annotations
 
@@ -58,17 +58,18 @@ class GatedMLA(nn.Module):
         self.nope_dim, self.rope_dim, self.v_dim = cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
         self.latent_dim = cfg.kv_lora_rank
         self.rope_theta = cfg.rope_theta
+        self.rotate = cfg.mla_rope
         self.scale = cfg.qk_head_dim**-0.5
         self.init_std = cfg.init_std
         qk_width = self.heads * cfg.qk_head_dim
         if cfg.q_lora_rank > 0:
             self.q_a_proj = nn.Linear(cfg.dim, cfg.q_lora_rank, bias=False)
-            self.q_a_layernorm = nn.RMSNorm(cfg.q_lora_rank, eps=cfg.norm_eps)
+            self.q_a_layernorm = nn.RMSNorm(cfg.q_lora_rank, eps=cfg.latent_eps)
             self.q_b_proj = nn.Linear(cfg.q_lora_rank, qk_width, bias=False)
         else:
             self.q_proj = nn.Linear(cfg.dim, qk_width, bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(cfg.dim, cfg.kv_lora_rank + cfg.qk_rope_dim, bias=False)
-        self.kv_a_layernorm = nn.RMSNorm(cfg.kv_lora_rank, eps=cfg.norm_eps)
+        self.kv_a_layernorm = nn.RMSNorm(cfg.kv_lora_rank, eps=cfg.latent_eps)
         self.kv_b_proj = nn.Linear(cfg.kv_lora_rank, self.heads * (cfg.qk_nope_dim + cfg.v_head_dim), bias=False)
         self.g_proj = nn.Linear(cfg.dim, self.heads * cfg.v_head_dim, bias=False) if cfg.attn_output_gate else None
         self.o_proj = nn.Linear(self.heads * cfg.v_head_dim, cfg.dim, bias=False)
@@ -103,12 +104,16 @@ class GatedMLA(nn.Module):
             q = self.q_proj(x)
         q = q.view(*x.shape[:2], self.heads, self.nope_dim + self.rope_dim)  # [B, T, H, N + R]
         q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
-        return q_nope, apply_rope(q_rope, positions, self.rope_theta, interleaved=True), latent
+        return q_nope, self._rope(q_rope, positions), latent
 
     def project_kv(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """What the cache stores: (normalised latent [B, T, C], rotated shared rope key [B, T, R])."""
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([self.latent_dim, self.rope_dim], dim=-1)
-        return self.kv_a_layernorm(latent), apply_rope(k_rope, positions, self.rope_theta, interleaved=True)
+        return self.kv_a_layernorm(latent), self._rope(k_rope, positions)
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        # mla_rope False (Kimi Linear): the rope dims stay a plain, unrotated part of query and shared key.
+        return apply_rope(x, positions, self.rope_theta, interleaved=True) if self.rotate else x
 
     def _kv_b_weight(self) -> tuple[torch.Tensor, torch.Tensor]:
         """kv_b_proj split per head: key part [H, N, C] and value part [H, V, C]."""
