@@ -81,6 +81,7 @@ class _Parked:
     tier: str
     messages: list[dict]  # the conversation its cache holds, the returned assistant message last
     length: int  # tokens of that conversation the row has seen or holds unfed
+    missing: int  # rendered tokens at the end the row never saw: the <|eot|> of a turn cut at max_tokens
 
 
 def _same_message(a: dict, b: dict) -> bool:
@@ -192,7 +193,7 @@ class Scheduler:
         if parked_key is not None:
             parked = self._parked.pop(parked_key)
             shared = self.tokenizer.render(choice.messages[:len(parked.messages)], choice.tools, choice.tier)
-            feed = choice.prompt[len(shared):]
+            feed = choice.prompt[len(shared) - parked.missing:]
             key = job.key = parked_key
             job.prompt_tokens = parked.length + len(feed)
             # The row's last sampled token is fed again with the new tokens; the rest is cached.
@@ -252,16 +253,19 @@ class Scheduler:
         if tail:
             job.loop.call_soon_threadsafe(job.events.put_nowait, tail)
         message = self._message(job)
-        ended = result is not None and not job.text.stopped and result.finish_reason == "stop"
-        if ended:
+        if result is None or job.text.stopped:
+            reason = "stop"
+        elif result.finish_reason == "stop":
             reason = "tool_calls" if message.get("tool_calls") else "stop"
         else:
-            reason = "stop" if job.text.stopped or result is None else "length"
-        # A continuation may pick up the row only where it holds exactly what rendering the returned message gives:
-        # not after a stop string (mid-turn), nor after text the message leaves out (stray text, a bad call).
-        if ended and self.prefix_reuse and self._renders_as_sampled(job, message):
+            reason = "length"
+        # A continuation may pick up the row only where it holds what rendering the returned message gives, up to
+        # the <|eot|> a turn cut at max_tokens lacks: not after a stop string (the row is mid-turn), nor after
+        # text the message leaves out (stray text, a malformed call).
+        missing = None if result is None or job.text.stopped else self._unseen_tail(job, message)
+        if missing is not None and self.prefix_reuse:
             self._parked[job.key] = _Parked(job.choice.tools, job.choice.tier, job.choice.messages + [message],
-                                            job.prompt_tokens + len(job.tokens))
+                                            job.prompt_tokens + len(job.tokens), missing)
         else:
             self.engine.release(job.key)
         finished = Finished(
@@ -271,9 +275,16 @@ class Scheduler:
         )
         job.loop.call_soon_threadsafe(job.events.put_nowait, finished)
 
-    def _renders_as_sampled(self, job: _Job, message: dict) -> bool:
+    def _unseen_tail(self, job: _Job, message: dict) -> int | None:
+        """How many tokens the message's rendering has beyond the sampled ones (0, or 1 for a missing <|eot|>);
+        None when the rendering differs from what was sampled."""
         ids, mask = self.tokenizer.render_with_mask([message], None, job.choice.tier)
-        return [i for i, m in zip(ids, mask) if m] == job.tokens
+        rendered = [i for i, m in zip(ids, mask) if m]
+        if rendered == job.tokens:
+            return 0
+        if rendered == job.tokens + [self.tokenizer.eot_id]:
+            return 1
+        return None
 
     def _message(self, job: _Job) -> dict:
         """The assistant message the client gets: exactly what the stream showed."""

@@ -240,3 +240,25 @@ def test_64_concurrent_clients_each_get_their_own_answer(server):
         assert message.reasoning_content == reference.get("reasoning_content")
     # The clients differ: had answers been swapped between them, the words they ask about would not match.
     assert sum(bool(_calls(r.choices[0].message)) for _, r in results) >= 48
+
+
+def test_a_turn_cut_just_before_its_end_token_is_still_continued_from_its_row(server, client):
+    messages, tools = _task(3)
+    _, prompt_len, completion_len = _reference(server, messages, tools)
+    # One token short: the call is complete, the <|eot|> after it was never sampled.
+    cut = client.chat.completions.create(model=NAME, messages=messages, tools=tools, temperature=0,
+                                         max_tokens=completion_len - 1)
+    choice = cut.choices[0]
+    assert choice.finish_reason == "length" and choice.message.tool_calls
+    call = choice.message.tool_calls[0]
+    messages = messages + [
+        {"role": "assistant", "content": choice.message.content, "reasoning_content": choice.message.reasoning_content,
+         "tool_calls": [{"id": call.id, "type": "function",
+                         "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "5"},
+    ]
+    second = client.chat.completions.create(model=NAME, messages=messages, tools=tools, temperature=0)
+    expected, full_len, _ = _reference(server, messages, tools)
+    assert second.choices[0].message.content == expected["content"]
+    assert second.usage.prompt_tokens == full_len
+    assert second.usage.prompt_tokens_details.cached_tokens == prompt_len + completion_len - 2
