@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--max-rows", type=int, default=16, help="sequences generated at once (engine rows)")
     parser.add_argument("--mxfp4", action="store_true", help="hold the routed experts as MXFP4 (quantized on load)")
-    parser.add_argument("--name", help="the model id clients send (default: the checkpoint directory's name)")
+    parser.add_argument("--name", help="the model id clients send (default: CKPT as given)")
     parser.add_argument("--budgets", help="thinking tokens per tier, e.g. low=256,high=2048,max=8192")
     parser.add_argument("--default-tier", choices=TIERS, default="high", help="tier of requests that name none")
     parser.add_argument("--max-tokens", type=int, default=1024, help="completion tokens of requests that set none")
@@ -69,9 +69,8 @@ def run(args: argparse.Namespace) -> int:
         model.load_state_dict(state)
     tokenizer = JointTokenizer.load(directory)
     scheduler = Scheduler(model, tokenizer, max_rows=args.max_rows)
-    resolved = directory.resolve()
-    name = args.name or (resolved.parent.name if resolved.name == "model" else resolved.name)
-    served = ServedModel(name=name, budgets=budgets, default_tier=args.default_tier, default_max_tokens=args.max_tokens)
+    # As vLLM does: the path as typed is the model id unless --name gives one.
+    served = ServedModel(name=args.name or str(args.checkpoint), budgets=budgets, default_tier=args.default_tier, default_max_tokens=args.max_tokens)
     console.print(f"serving {directory} as {served.name!r} on http://{args.host}:{args.port}/v1 | rows "
                   f"{args.max_rows} | budgets {budgets} | {device}{' | MXFP4 experts' if args.mxfp4 else ''}")
     scheduler.start()
