@@ -23,7 +23,7 @@ def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidde
             "",
             f"The bug is in {where}. Reproduction:",
             "",
-            *_session(package, bug.example, bug.actual),
+            *session(package, bug.example, bug.actual),
             "",
             f"Expected: {_expected(bug.example)}.",
             f"The test `{bug.example.id}` fails because of it.",
@@ -38,7 +38,7 @@ def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidde
         lines += [
             f"Users of `{package}` report this:",
             "",
-            *_session(package, bug.example, bug.actual),
+            *session(package, bug.example, bug.actual),
             "",
             f"Expected: {_expected(bug.example)}.",
             "",
@@ -61,7 +61,7 @@ def render(family: Family, built: Project, bugs: list[Bug], pointed: bool, hidde
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _session(package: str, test: Test, actual: Outcome) -> list[str]:
+def session(package: str, test: Test, actual: Outcome) -> list[str]:
     """The reproduction as an interactive session, up to the statement where the buggy code went wrong."""
     by_module: dict[str, list[str]] = {}
     for owner, name in test.imports:

@@ -177,6 +177,12 @@ def _inject(built: Project, family: str, difficulty: str, seed: int, targets: li
     bugs = []
     for module, mutation, alone in found:
         shown = sorted(alone & (failing - specified), key=lambda i: (by_id[i][0].module != module, _length(by_id[i][0]), i))
+        if split.held_out_seed(seed):
+            # A held-out report must not read like a training one: a different bug can break the same test
+            # the same way, and the issue would then repeat a training issue word for word.
+            shown = [i for i in shown if not _trained_symptom(built, module, mutation, *by_id[i])]
+            if not shown:
+                return None
         example = by_id[rng.choice(shown[:3])][0]
         old, new = inverse_edit(built.sources[module], sources[module])
         bugs.append(Bug(module, mutation, old, new, example, by_id[example.id][1]))
@@ -188,6 +194,25 @@ def _inject(built: Project, family: str, difficulty: str, seed: int, targets: li
     files = built.files({stem: sources[stem] for stem in built.sources}, hidden)
     return Task(family, difficulty, seed, built, tuple(bugs), sources, fail_to_pass, pass_to_pass, hidden, files, text,
                 feature=wanted)
+
+
+def _trained_symptom(built: Project, module: str, mutation: Mutation, test: Test, outcome: probe.Outcome) -> bool:
+    """Whether a training-half mutant of the same function makes `test` show the same outcome.
+
+    Only the bug's own function is searched: that is where another bug breaking a test in the same way sits
+    (a bug elsewhere that gives the very same wrong value is rare, and searching every function would cost a
+    probe run per mutant of the module on every held-out reset).
+    """
+    reference = built.sources[module]
+    imports = dict((name, owner) for owner, name in test.imports)
+    report = issue.session(built.package, test, outcome)
+    for other in mutations(reference):
+        if other.function != mutation.function or split.in_half(reference, other, held_out=True):
+            continue
+        (result,) = probe.run({**built.sources, module: other.apply(reference)}, [(test.case, imports)])
+        if issue.session(built.package, test, result) == report:
+            return True
+    return False
 
 
 def _length(test: Test) -> int:
