@@ -21,6 +21,7 @@ from jointrl.rl.serve import protocol
 from jointrl.rl.serve.deltas import Delta
 from jointrl.rl.serve.protocol import ApiError, ChatRequest
 from jointrl.rl.serve.scheduler import Choice, Finished, Scheduler
+from jointrl.rl.serve.sessions import KEY_PREFIX
 
 
 @dataclass
@@ -66,7 +67,10 @@ def build_app(scheduler: Scheduler, served: ServedModel) -> FastAPI:
         if request.model != served.name:
             raise ApiError(f"model {request.model!r} is not served here; this server serves {served.name!r}",
                            "model", code="model_not_found")
+        episode = _episode(http, request, scheduler)
         choices = _choices(request, scheduler, served)
+        for choice in choices:
+            choice.episode = episode
         handles = scheduler.submit(choices)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         if request.stream:
@@ -75,6 +79,22 @@ def build_app(scheduler: Scheduler, served: ServedModel) -> FastAPI:
         return await _complete(request, handles, scheduler, completion_id, served.name)
 
     return app
+
+
+def _episode(http: Request, request: ChatRequest, scheduler: Scheduler) -> str | None:
+    """The black-box episode an `ep-` API key names (its requests are recorded), else None; other keys are not checked."""
+    key = http.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if not key.startswith(KEY_PREFIX):
+        return None
+    if scheduler.sessions is None or not scheduler.sessions.known(key):
+        raise ApiError("the API key names no open episode on this server", status=401, kind="authentication_error",
+                       code="invalid_api_key")
+    # A recorded episode is one sequence of turns whose every token the learner replays.
+    if request.n != 1:
+        raise ApiError("n must be 1 in a recorded episode", "n")
+    if protocol.stops(request):
+        raise ApiError("stop is not supported in a recorded episode (a turn cut mid-row cannot be replayed)", "stop")
+    return key
 
 
 def _choices(request: ChatRequest, scheduler: Scheduler, served: ServedModel) -> list[Choice]:

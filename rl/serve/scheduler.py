@@ -28,6 +28,7 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
 from jointrl.rl.serve.deltas import Delta, TurnText
+from jointrl.rl.serve.sessions import Segment, Sessions
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Choice:
     tool_choice: Literal["auto", "none", "required"]
     seed: int | None = None
     reuse: bool = True  # may continue a parked conversation
+    episode: str | None = None  # the black-box episode (API key) whose tokens are recorded
 
 
 @dataclass
@@ -73,6 +75,7 @@ class _Job:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     done: bool = False
+    segment: Segment | None = None  # where a recorded episode's tokens go
 
 
 @dataclass
@@ -82,6 +85,8 @@ class _Parked:
     messages: list[dict]  # the conversation its cache holds, the returned assistant message last
     length: int  # tokens of that conversation the row has seen or holds unfed
     missing: int  # rendered tokens at the end the row never saw: the <|eot|> of a turn cut at max_tokens
+    episode: str | None = None
+    segment: Segment | None = None
 
 
 def _same_message(a: dict, b: dict) -> bool:
@@ -95,12 +100,14 @@ def _same_message(a: dict, b: dict) -> bool:
 class Scheduler:
     """The engine thread and the bookkeeping of every live and parked choice."""
 
-    def __init__(self, model: Transformer, tokenizer: JointTokenizer, max_rows: int = 16, prefix_reuse: bool = True):
+    def __init__(self, model: Transformer, tokenizer: JointTokenizer, max_rows: int = 16, prefix_reuse: bool = True,
+                 sessions: Sessions | None = None):
         self.tokenizer = tokenizer
         self.prefix_reuse = prefix_reuse  # off: every request prefills its whole prompt (a baseline to measure against)
+        self.sessions = sessions  # black-box episodes; their rows record routing for the learner's replay
         self.max_seq_len = model.cfg.max_seq_len
         self.engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows,
-                             pad_id=tokenizer.pad_id, on_token=self._on_token)
+                             pad_id=tokenizer.pad_id, on_token=self._on_token, record_routing=sessions is not None)
         self._commands: queue.Queue = queue.Queue()
         self._jobs: dict[int, _Job] = {}
         self._parked: dict[int, _Parked] = {}
@@ -194,6 +201,7 @@ class Scheduler:
             parked = self._parked.pop(parked_key)
             shared = self.tokenizer.render(choice.messages[:len(parked.messages)], choice.tools, choice.tier)
             feed = choice.prompt[len(shared) - parked.missing:]
+            job.segment = parked.segment
             key = job.key = parked_key
             job.prompt_tokens = parked.length + len(feed)
             # The row's last sampled token is fed again with the new tokens; the rest is cached.
@@ -203,6 +211,13 @@ class Scheduler:
                 choice.max_new_tokens = max(1, self.max_seq_len - job.prompt_tokens)
         else:
             job.prompt_tokens = len(feed)
+            if choice.episode is not None:
+                # A request that does not extend what a row of its episode holds starts a new segment.
+                job.segment = Segment()
+                self.sessions.log(choice.episode).segments.append(job.segment)
+        if job.segment is not None:
+            job.segment.feed(feed)
+            self.sessions.log(choice.episode).requests += 1
         self._jobs[key] = job
         self.stats["choices"] += 1
         generator = None if choice.seed is None else torch.Generator().manual_seed(choice.seed)
@@ -216,7 +231,8 @@ class Scheduler:
         best, best_len = None, 0
         for key, parked in self._parked.items():
             n = len(parked.messages)
-            if (parked.tools == choice.tools and parked.tier == choice.tier and len(choice.messages) > n > best_len
+            if (parked.tools == choice.tools and parked.tier == choice.tier and parked.episode == choice.episode
+                    and len(choice.messages) > n > best_len
                     and all(_same_message(a, b) for a, b in zip(parked.messages, choice.messages))
                     and self.engine.resident(key)):
                 best, best_len = key, n
@@ -253,6 +269,8 @@ class Scheduler:
         if tail:
             job.loop.call_soon_threadsafe(job.events.put_nowait, tail)
         message = self._message(job)
+        if job.segment is not None and result is not None:
+            job.segment.sampled(result)
         if result is None or job.text.stopped:
             reason = "stop"
         elif result.finish_reason == "stop":
@@ -265,7 +283,8 @@ class Scheduler:
         missing = None if result is None or job.text.stopped else self._unseen_tail(job, message)
         if missing is not None and self.prefix_reuse:
             self._parked[job.key] = _Parked(job.choice.tools, job.choice.tier, job.choice.messages + [message],
-                                            job.prompt_tokens + len(job.tokens), missing)
+                                            job.prompt_tokens + len(job.tokens), missing, job.choice.episode,
+                                            job.segment)
         else:
             self.engine.release(job.key)
         finished = Finished(

@@ -1,0 +1,103 @@
+"""Black-box episodes: an external agent program talks to the server with an API key that names its episode, and
+the server records exactly what the model was fed and sampled for the learner.
+
+A recorded episode is a list of segments. A segment is one engine sequence: the first request's prompt, the
+turn sampled, then every later request that extends the conversation in the same row (prefix reuse) adds the
+tokens fed for its new messages and the turn sampled after them. The tokens are the ones the model saw, never a
+re-rendering, so the learner recomputes exactly the behaviour log-probs. When the agent edits or drops history
+(its next request does not extend what the row holds), a new segment starts from that request's full prompt;
+the episode's reward then applies to every segment.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from jointrl.envs.episode import Episode
+from jointrl.rl.rollout.engine import TurnResult
+from jointrl.rl.trajectory import Trajectory
+
+KEY_PREFIX = "ep-"
+
+
+@dataclass
+class Segment:
+    """One engine sequence of an episode: fed and sampled tokens in order, with what the learner replays."""
+
+    tokens: list[int] = field(default_factory=list)
+    mask: list[float] = field(default_factory=list)  # 1 on sampled tokens (forced ones excluded)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    routing: list[torch.Tensor] = field(default_factory=list)  # per fed token: [n, L, k]
+    topk: list[torch.Tensor] = field(default_factory=list)  # per fed token: [n, S, k_s]
+
+    def feed(self, ids: list[int]) -> None:
+        """Tokens the model was given (prompt, tool results, generation prompts)."""
+        self.tokens += ids
+        self.mask += [0.0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.versions += [-1] * len(ids)
+
+    def sampled(self, result: TurnResult) -> None:
+        """A turn's sampled tokens and what its forward recorded."""
+        self.tokens += result.tokens
+        self.mask += [0.0 if forced else 1.0 for forced in result.forced]
+        self.logprobs += [0.0 if forced else lp for lp, forced in zip(result.logprobs, result.forced)]
+        self.versions += result.versions
+        if result.routing is not None:
+            self.routing.append(result.routing)
+        if result.sparse_topk is not None:
+            self.topk.append(result.sparse_topk)
+
+    def trajectory(self, episode: Episode) -> Trajectory:
+        """The segment as a learner trajectory of `episode`."""
+        return Trajectory(
+            episode=episode, tokens=torch.tensor(self.tokens, dtype=torch.long), loss_mask=torch.tensor(self.mask),
+            behavior_logprobs=torch.tensor(self.logprobs), policy_version=torch.tensor(self.versions, dtype=torch.long),
+            routed_experts=torch.cat(self.routing) if self.routing else None,
+            sparse_topk=torch.cat(self.topk) if self.topk else None,
+        )
+
+
+@dataclass
+class EpisodeLog:
+    """Every segment one episode's requests produced, in order."""
+
+    segments: list[Segment] = field(default_factory=list)
+    requests: int = 0
+    open: bool = True
+
+
+class Sessions:
+    """API keys of live black-box episodes and their logs; shared by the web side and the engine thread."""
+
+    def __init__(self):
+        self._logs: dict[str, EpisodeLog] = {}
+        self._lock = threading.Lock()
+
+    def open(self) -> str:
+        """A fresh API key whose requests are recorded."""
+        key = KEY_PREFIX + secrets.token_hex(16)
+        with self._lock:
+            self._logs[key] = EpisodeLog()
+        return key
+
+    def known(self, key: str) -> bool:
+        """Whether requests with this key may run (an open episode)."""
+        with self._lock:
+            return key in self._logs and self._logs[key].open
+
+    def log(self, key: str) -> EpisodeLog:
+        """The live log of an episode (the engine thread appends to it)."""
+        with self._lock:
+            return self._logs[key]
+
+    def close(self, key: str) -> EpisodeLog:
+        """End an episode: later requests with its key are refused; returns what it recorded."""
+        with self._lock:
+            log = self._logs.pop(key)
+        log.open = False
+        return log
