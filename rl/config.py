@@ -65,6 +65,10 @@ class EnvMixEntry(Section):
 
     glob: str = Field(..., min_length=1, description="Glob over env ids 'domain/family-vN:difficulty', e.g. 'swe/*:hard'.")
     weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative sampling weight of the selected envs.")
+    agent: str | None = Field(
+        None, description="'module:function' of a black-box agent program that plays these envs through the OpenAI "
+        "API (see rl/serve/blackbox.py); unset = the built-in agent loop.",
+    )
 
 
 class SeedRange(Section):

@@ -247,7 +247,7 @@ def eval_tasks(
     for call, glob in enumerate(globs):
         fresh = [t for t in sampler.eval_tasks(glob, seeds, tiers=tiers, samples=samples) if t.env_id not in seen]
         for t in fresh:
-            tasks.append(Task(t.env_id, t.seed, t.tier, group_of.setdefault((call, t.group_id), len(group_of))))
+            tasks.append(Task(t.env_id, t.seed, t.tier, group_of.setdefault((call, t.group_id), len(group_of)), t.agent))
         seen.update(t.env_id for t in fresh)
     return tasks
 

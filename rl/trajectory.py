@@ -25,6 +25,9 @@ class Trajectory:
     sparse_topk: torch.Tensor | None = field(default=None, repr=False)  # [T - 1, S, k_s] token indices, -1 = none
     reward: float | None = None  # set by the reward mixer
     rewards: dict[str, float] = field(default_factory=dict)  # the mixer's components
+    # Later sequences of the same episode: a black-box agent that edited its history started a new engine
+    # sequence (rl/serve/sessions.py). Each trains as its own sequence with this trajectory's advantage.
+    segments: list["Trajectory"] = field(default_factory=list, repr=False)
 
     def __post_init__(self):
         n = self.tokens.shape[0]

@@ -50,31 +50,34 @@ def _check_recorded(name: str, value: Tensor | None, n_fed: int, index: int) -> 
 def samples_from_trajectories(
     trajectories: list[Trajectory], advantages: list[float], keep: list[bool] | None = None
 ) -> list[SequenceSample]:
-    """SequenceSamples of the trajectories with at least 2 tokens; keep False zeroes a sample's loss mask."""
+    """SequenceSamples of the trajectories (and their segments) with at least 2 tokens; keep False zeroes a
+    sample's loss mask."""
     if len(advantages) != len(trajectories):
         raise ValueError(f"{len(advantages)} advantages for {len(trajectories)} trajectories")
     if keep is not None and len(keep) != len(trajectories):
         raise ValueError(f"{len(keep)} keep flags for {len(trajectories)} trajectories")
     samples = []
-    for i, (traj, advantage) in enumerate(zip(trajectories, advantages)):
-        n = traj.tokens.shape[0]
-        # One token predicts nothing (and failed episodes have none): there is no position to train.
-        if n < 2:
-            continue
-        mask = traj.loss_mask.float().clone()
-        if keep is not None and not keep[i]:
-            mask.zero_()
-        samples.append(SequenceSample(
-            tokens=traj.tokens.long(),
-            loss_mask=mask,
-            behavior_logprobs=traj.behavior_logprobs.float(),
-            policy_version=traj.policy_version.long(),
-            advantage=float(advantage),
-            reward=0.0 if traj.reward is None else float(traj.reward),
-            routed_experts=_check_recorded("routed_experts", traj.routed_experts, n - 1, i),
-            sparse_topk=_check_recorded("sparse_topk", traj.sparse_topk, n - 1, i),
-            index=i,
-        ))
+    for i, (whole, advantage) in enumerate(zip(trajectories, advantages)):
+        # A trajectory's later segments (separate sequences of one episode) share its index and advantage.
+        for traj in [whole, *whole.segments]:
+            n = traj.tokens.shape[0]
+            # One token predicts nothing (and failed episodes have none): there is no position to train.
+            if n < 2:
+                continue
+            mask = traj.loss_mask.float().clone()
+            if keep is not None and not keep[i]:
+                mask.zero_()
+            samples.append(SequenceSample(
+                tokens=traj.tokens.long(),
+                loss_mask=mask,
+                behavior_logprobs=traj.behavior_logprobs.float(),
+                policy_version=traj.policy_version.long(),
+                advantage=float(advantage),
+                reward=0.0 if whole.reward is None else float(whole.reward),
+                routed_experts=_check_recorded("routed_experts", traj.routed_experts, n - 1, i),
+                sparse_topk=_check_recorded("sparse_topk", traj.sparse_topk, n - 1, i),
+                index=i,
+            ))
     return samples
 
 

@@ -35,6 +35,7 @@ class Task:
     seed: int
     tier: str
     group_id: int = 0
+    agent: str | None = None  # "module:function" of a black-box agent program; None = this loop plays it
 
 
 @dataclass

@@ -55,6 +55,19 @@ def _resolve_mix(mix: Sequence[tuple[str, float]]) -> dict[str, float]:
     return weights
 
 
+def _resolve_agents(agents: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """Each env id's black-box agent, from the mix entries that name one; two different agents for one id is an error."""
+    out: dict[str, str] = {}
+    for glob, agent in agents:
+        if agent is None:
+            continue
+        for env_id in registry.env_ids(glob):
+            if out.get(env_id, agent) != agent:
+                raise ValueError(f"envs.mix gives {env_id} two agents: {out[env_id]!r} and {agent!r} (glob {glob!r})")
+            out[env_id] = agent
+    return out
+
+
 def _domain_shares(
     by_domain: dict[str, list[str]], weights: dict[str, float], shares: Mapping[str, float], mix_globs: list[str]
 ) -> dict[str, float]:
@@ -101,6 +114,7 @@ class TaskSampler:
         tiers: TierSelector | None = None,
         domain_shares: Mapping[str, float] | None = None,
         learnability: Learnability | None = None,
+        agents: Sequence[tuple[str, str | None]] = (),
     ):
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -120,6 +134,7 @@ class TaskSampler:
         self.tiers = tiers if tiers is not None else TierSelector()
 
         self.weights = _resolve_mix(mix)
+        self.agents = _resolve_agents(agents)  # env id -> black-box agent ("module:function")
         by_domain: dict[str, list[str]] = {}
         for env_id in sorted(self.weights):
             by_domain.setdefault(registry.spec(env_id).domain, []).append(env_id)
@@ -153,6 +168,7 @@ class TaskSampler:
             tiers=TierSelector.from_config(run_config.rollout.tier_selection),
             domain_shares=envs.domain_shares,
             learnability=learnability,
+            agents=[(entry.glob, entry.agent) for entry in envs.mix],
         )
 
     def _within_domain(self, domain: str) -> dict[str, float]:
@@ -208,7 +224,7 @@ class TaskSampler:
         rng.shuffle(prompts)
         tasks = []
         for env_id, seed, tier in prompts:
-            tasks += [Task(env_id, seed, tier, self.next_group_id)] * self.group_size
+            tasks += [Task(env_id, seed, tier, self.next_group_id, self.agents.get(env_id))] * self.group_size
             self.next_group_id += 1
         self.step += 1
         return tasks
@@ -244,7 +260,7 @@ class TaskSampler:
                 else:
                     chosen = list(tiers)
                 for tier in chosen:
-                    tasks += [Task(env_id, seed, tier, group_id)] * samples
+                    tasks += [Task(env_id, seed, tier, group_id, self.agents.get(env_id))] * samples
                     group_id += 1
         return tasks
 

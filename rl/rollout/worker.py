@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from jointrl.envs import registry
+from jointrl.envs.base import TIERS
 from jointrl.envs.sandbox import sweep_orphans
 from jointrl.model.checkpoint import use_mxfp4_experts_
 from jointrl.model.config import ModelConfig
@@ -29,6 +30,10 @@ from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.weight_sync import WeightUpdate
 from jointrl.rl.trajectory import Trajectory
+
+
+# The model id black-box agents are served the policy under.
+POLICY_NAME = "policy"
 
 
 def sampling_params(rollout: RolloutConfig) -> SamplingParams:
@@ -135,9 +140,41 @@ class RolloutWorker:
         if temperature is not None:
             self.loop.sampling = replace(default, temperature=temperature)
         try:
-            return self.loop.run(list(tasks))
+            # Two phases on one engine: the built-in loop's tasks, then the black-box agents' through a server.
+            played: dict[int, Trajectory] = {}
+            own = [i for i, t in enumerate(tasks) if t.agent is None]
+            played.update(zip(own, self.loop.run([tasks[i] for i in own])))
+            others = [i for i, t in enumerate(tasks) if t.agent is not None]
+            if others:
+                played.update(zip(others, self._play_agents([tasks[i] for i in others])))
+            return [played[i] for i in range(len(tasks))]
         finally:
             self.loop.sampling = default
+
+    def _play_agents(self, tasks: list[Task]) -> list[Trajectory]:
+        """Black-box tasks: each task's agent program plays its env through a server on this worker's engine."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from jointrl.rl.serve import blackbox
+        from jointrl.rl.serve.app import ServedModel, build_app
+        from jointrl.rl.serve.background import BackgroundServer
+        from jointrl.rl.serve.scheduler import Scheduler
+        from jointrl.rl.serve.sessions import Sessions
+
+        limits, sessions = self.loop.limits, Sessions()
+        scheduler = Scheduler(self.model, self.loop.tokenizer, sessions=sessions, engine=self.engine,
+                              episode_sampling=self.loop.sampling, episode_max_tokens=limits.max_new_tokens_per_turn)
+        served = ServedModel(POLICY_NAME, dict(limits.think_budgets), default_tier=TIERS[0],
+                             default_max_tokens=limits.max_new_tokens_per_turn)
+        scheduler.start()
+        try:
+            with BackgroundServer(build_app(scheduler, served)) as web, \
+                    ThreadPoolExecutor(max_workers=self.engine.max_rows) as pool:
+                futures = [pool.submit(blackbox.play, registry.resolve(t.agent), web.url, POLICY_NAME, sessions,
+                                       t.env_id, t.seed, t.tier, t.group_id, limits.episode_timeout_s) for t in tasks]
+                return [f.result() for f in futures]
+        finally:
+            scheduler.stop()
 
     @torch.no_grad()
     def logits(self, tokens: list[int]) -> torch.Tensor:

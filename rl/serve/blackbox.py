@@ -51,8 +51,8 @@ def openai_agent(client: openai.OpenAI, model: str, env: Env, observation: Obser
 
 
 def play(agent: Agent, base_url: str, model: str, sessions: Sessions, env_id: str, seed: int, tier: str,
-         group_id: int = 0, timeout_s: float = 600.0) -> list[Trajectory]:
-    """One black-box episode: its segments as trajectories sharing the episode (a failure still returns one)."""
+         group_id: int = 0, timeout_s: float = 600.0) -> Trajectory:
+    """One black-box episode as a trajectory: its first segment, the later ones in `segments` (a failure too)."""
     spec = registry.spec(env_id)
     episode = Episode(env_id=env_id, domain=spec.domain, family=spec.family, difficulty=spec.difficulty, seed=seed,
                       tier=tier, group_id=group_id)
@@ -78,4 +78,6 @@ def play(agent: Agent, base_url: str, model: str, sessions: Sessions, env_id: st
     if not trajectories:  # nothing was generated: the episode still comes back, marked by its signals or error
         empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0), torch.zeros(0), torch.zeros(0, dtype=torch.long))
         trajectories = [Trajectory(episode, *empty)]
-    return trajectories
+    first, *rest = trajectories
+    first.segments = rest
+    return first

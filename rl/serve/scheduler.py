@@ -18,7 +18,7 @@ import asyncio
 import itertools
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import torch
@@ -101,13 +101,21 @@ class Scheduler:
     """The engine thread and the bookkeeping of every live and parked choice."""
 
     def __init__(self, model: Transformer, tokenizer: JointTokenizer, max_rows: int = 16, prefix_reuse: bool = True,
-                 sessions: Sessions | None = None):
+                 sessions: Sessions | None = None, engine: Engine | None = None,
+                 episode_sampling: SamplingParams | None = None, episode_max_tokens: int | None = None):
         self.tokenizer = tokenizer
         self.prefix_reuse = prefix_reuse  # off: every request prefills its whole prompt (a baseline to measure against)
         self.sessions = sessions  # black-box episodes; their rows record routing for the learner's replay
+        # A run's rollouts sample as the recipe says, whatever temperature the agent program asks for.
+        self.episode_sampling = episode_sampling
+        self.episode_max_tokens = episode_max_tokens  # and generate no more per turn than the recipe allows
         self.max_seq_len = model.cfg.max_seq_len
-        self.engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows,
-                             pad_id=tokenizer.pad_id, on_token=self._on_token, record_routing=sessions is not None)
+        if engine is None:
+            engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=max_rows,
+                            pad_id=tokenizer.pad_id, record_routing=sessions is not None)
+        # A rollout worker lends its engine (weights, version, routing records) for a black-box phase.
+        self.engine = engine
+        self.engine.on_token = self._on_token
         self._commands: queue.Queue = queue.Queue()
         self._jobs: dict[int, _Job] = {}
         self._parked: dict[int, _Parked] = {}
@@ -125,10 +133,15 @@ class Scheduler:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the engine thread after its current step."""
+        """Stop the engine thread after its current step and give the engine back (parked rows released)."""
         self._running = False
         self._commands.put(("wake", None))
         self._thread.join(timeout=30)
+        for key in list(self._parked) + list(self._jobs):
+            self.engine.release(key)
+        self._parked.clear()
+        self._jobs.clear()
+        self.engine.on_token = None
 
     def submit(self, choices: list[Choice]) -> list[tuple[int, asyncio.Queue]]:
         """Queue choices from the event loop; each gets a handle (to cancel it) and the queue its events arrive on."""
@@ -221,6 +234,10 @@ class Scheduler:
         self._jobs[key] = job
         self.stats["choices"] += 1
         generator = None if choice.seed is None else torch.Generator().manual_seed(choice.seed)
+        if choice.episode is not None and self.episode_sampling is not None:
+            choice.sampling = replace(self.episode_sampling, stop_ids=choice.sampling.stop_ids)
+        if choice.episode is not None and self.episode_max_tokens is not None:
+            choice.max_new_tokens = min(choice.max_new_tokens, self.episode_max_tokens)
         self.engine.submit(TurnRequest(
             seq_id=key, feed=feed, max_new_tokens=choice.max_new_tokens, sampling=choice.sampling,
             think_budget=choice.think_budget, generator=generator, banned=self._banned(choice.tool_choice),

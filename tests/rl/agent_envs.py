@@ -97,3 +97,25 @@ def train_lookup_policy() -> tuple[Transformer, JointTokenizer]:
     examples = encode(tokenizer, conversations, 512) * 8
     train_sft(model, examples, epochs=4, lr=1e-2, batch_size=4, pad_id=tokenizer.pad_id)
     return model.eval(), tokenizer
+
+
+# What recording_agent's requests got back, in order: the token strings of every answer (logprobs).
+SERVED_TOKENS: list[list[str]] = []
+
+
+def recording_agent(client, model, env, observation, tier):
+    """A black-box agent (jointrl.rl.serve.blackbox) that keeps the tokens each answer was made of."""
+    messages = list(observation.messages)
+    for _ in range(3):
+        response = client.chat.completions.create(model=model, messages=messages, tools=observation.tools,
+                                                  logprobs=True, extra_body={"thinking_budget": tier})
+        SERVED_TOKENS.append([t.token for t in response.choices[0].logprobs.content])
+        message = response.choices[0].message
+        calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                 for c in message.tool_calls or []]
+        messages.append({"role": "assistant", "content": message.content or "",
+                         "reasoning_content": message.reasoning_content, **({"tool_calls": calls} if calls else {})})
+        if not calls:
+            return message.content or ""
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": env.step(c).content} for c in calls]
+    return ""

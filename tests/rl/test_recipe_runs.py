@@ -55,3 +55,24 @@ def test_gspo_async_recipe_trains_on_batches_up_to_two_versions_stale(tmp_path):
     assert all(m["staleness/max"] <= 2.0 for m in lines)
     # The learner's importance weights saw the lag: pi_old differs from the behaviour policy there.
     assert max(m["mismatch/abs_logdiff"] for m in lines) > 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_blackbox_agent_recipe_trains_on_the_tokens_the_server_recorded(tmp_path):
+    """Terminal episodes played by an OpenAI-client agent through each worker's server, 2 RL steps."""
+    run = [
+        "model.preset=debug", "model.max_seq_len=2048", "tokenizer.n_samples=200", "trainer.sft.demos_per_env=2",
+        "trainer.steps=2", "rollout.group_size=2", "trainer.prompts_per_step=2", "checkpoint.every=0",
+        "tracking.wandb_mode=disabled", f"tracking.run_dir={tmp_path}",
+    ]
+    cfg = load_recipe("blackbox_agent", run)
+    assert cfg.envs.mix[0].agent == "jointrl.rl.serve.blackbox:openai_agent"
+    assert main(["sft", "blackbox_agent", *run]) == 0
+    assert main(["train", "blackbox_agent", *run]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2]
+    for m in lines:
+        assert m["episode/failed"] == 0.0 and m["learner/tokens"] > 0
+        # The learner recomputed the log-probs the server sampled with: the same tokens, so rounding only.
+        assert m["mismatch/abs_logdiff"] < 1e-3

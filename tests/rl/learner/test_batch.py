@@ -72,6 +72,19 @@ def test_samples_from_trajectories_drop_short_keep_indices_and_zero_filtered_mas
     assert torch.equal(samples[2].routed_experts, trajs[4].routed_experts)
 
 
+def test_segments_of_one_episode_train_as_their_own_sequences_with_its_advantage():
+    g = torch.Generator().manual_seed(1)
+    first, second, third = trajectory(6, 1.0, g), trajectory(4, None, g), trajectory(1, None, g)
+    first.segments = [second, third]  # the last one is too short to predict anything
+    other = trajectory(3, 0.0, g)
+    samples = samples_from_trajectories([first, other], [0.7, -0.2], keep=[True, False])
+    assert [s.index for s in samples] == [0, 0, 1]
+    assert [s.advantage for s in samples] == pytest.approx([0.7, 0.7, -0.2])
+    assert [s.reward for s in samples] == [1.0, 1.0, 0.0]
+    assert torch.equal(samples[1].tokens, second.tokens) and torch.equal(samples[1].routed_experts, second.routed_experts)
+    assert samples[2].loss_mask.sum() == 0
+
+
 def test_samples_from_trajectories_reject_mismatched_inputs():
     g = torch.Generator().manual_seed(1)
     trajs = [trajectory(4, 1.0, g)]

@@ -12,7 +12,12 @@ from jointrl.rl.serve.background import BackgroundServer
 from jointrl.rl.serve.blackbox import openai_agent, play
 from jointrl.rl.serve.scheduler import Scheduler
 from jointrl.rl.serve.sessions import Sessions
-from tests.rl.agent_envs import LOOKUP
+from jointrl.rl.config import RolloutConfig
+from jointrl.rl.rollout.agent import Task
+from jointrl.rl.rollout.weight_sync import WeightSync
+from jointrl.rl.rollout.worker import RolloutWorker
+from tests.rl.agent_envs import ENV_SETUP, LOOKUP, SERVED_TOKENS
+from tests.rl.rollout.test_workers import InProcess
 
 NAME = "lookup-debug"
 
@@ -68,7 +73,8 @@ def test_an_agent_episode_is_recorded_token_for_token(server):
     turns = []
     for seed in range(4):
         # One sequence, continued in its row however many turns: the conversation as the model saw it.
-        (trajectory,) = play(openai_agent, url, NAME, sessions, LOOKUP, seed, "low")
+        trajectory = play(openai_agent, url, NAME, sessions, LOOKUP, seed, "low")
+        assert trajectory.segments == []
         episode = trajectory.episode
         assert not episode.failed and episode.signals["success"] in (0.0, 1.0)
         turns.append(episode.turns)
@@ -79,7 +85,8 @@ def test_an_agent_episode_is_recorded_token_for_token(server):
 def test_an_agent_that_edits_its_history_gets_one_segment_per_sequence(server):
     url, sessions, model, tokenizer = server
     forgetful_agent_seen.clear()
-    trajectories = play(_forgetful_agent, url, NAME, sessions, LOOKUP, 1, "low")
+    first = play(_forgetful_agent, url, NAME, sessions, LOOKUP, 1, "low")
+    trajectories = [first, *first.segments]
     # The second request no longer extends what the row holds (its reasoning is gone): a new segment from
     # that request's own prompt, never a re-tokenised splice of the first.
     assert len(trajectories) == 2
@@ -103,8 +110,9 @@ def test_an_unknown_or_closed_episode_key_is_refused(server):
 def test_a_terminal_env_played_by_the_example_agent(server):
     """The example agent plays one of the shipped terminal envs end to end (the policy knows nothing of it)."""
     url, sessions, model, _ = server
-    trajectories = play(lambda *a: openai_agent(*a, max_turns=3, max_tokens=24), url, NAME, sessions,
-                        "terminal/text-count-v0:easy", 1_000_000, "low")
+    first = play(lambda *a: openai_agent(*a, max_turns=3, max_tokens=24), url, NAME, sessions,
+                 "terminal/text-count-v0:easy", 1_000_000, "low")
+    trajectories = [first, *first.segments]
     episode = trajectories[0].episode
     assert not episode.failed, episode.error
     assert "success" in episode.signals and episode.turns >= 1
@@ -112,3 +120,34 @@ def test_a_terminal_env_played_by_the_example_agent(server):
         if trajectory.loss_mask.sum() > 0:
             _replays(model, trajectory)
     assert json.dumps(episode.messages)
+
+
+def test_a_rollout_worker_plays_agent_tasks_through_its_server_and_returns_what_it_sampled(lookup_policy):
+    model, tokenizer = lookup_policy
+    rollout = RolloutConfig(tiers={"low": 64, "high": 64, "max": 64}, max_turns=4, max_new_tokens_per_turn=48,
+                            max_new_tokens_per_episode=192, temperature=1.0)
+    worker = RolloutWorker(model.cfg, tokenizer, rollout, max_rows=4, env_setup=[ENV_SETUP])
+    worker.load_weights(WeightSync(InProcess(), bucket_bytes=1 << 20).publish(model.state_dict(), version=3))
+    agent = "tests.rl.agent_envs:recording_agent"
+    SERVED_TOKENS.clear()
+    tasks = [Task(LOOKUP, 0, "low", 0), Task(LOOKUP, 1, "low", 1, agent), Task(LOOKUP, 2, "low", 2, agent)]
+    trajectories = worker.run(tasks, seed=0)
+    assert [t.episode.seed for t in trajectories] == [0, 1, 2]
+    sampled = []
+    for trajectory in trajectories[1:]:
+        assert not trajectory.episode.failed and trajectory.segments == []
+        tokens, mask = trajectory.tokens.tolist(), trajectory.loss_mask.tolist()
+        # The learner's sampled tokens are the served answers' tokens, turn after turn, at this weights version.
+        turn: list[str] = []
+        for i, (token, m) in enumerate(zip(tokens, mask)):
+            if m:
+                turn.append(tokenizer.decode([token]))
+                assert trajectory.policy_version[i] == 3
+            elif turn:
+                sampled.append(turn)
+                turn = []
+        sampled += [turn] if turn else []
+        _replays(model, trajectory)
+    assert sorted(map(tuple, sampled)) == sorted(map(tuple, SERVED_TOKENS))
+    # The worker's engine is its own again: the built-in loop plays on after the black-box phase.
+    assert not worker.run([Task(LOOKUP, 3, "low", 3)])[0].episode.failed
