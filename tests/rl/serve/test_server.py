@@ -4,6 +4,7 @@ The reference for every generated answer is independent of the server: the same 
 with jointrl.model.generate on the conversation rendered by the tokenizer, parsed by the tokenizer.
 """
 import concurrent.futures
+import random
 import json
 import time
 
@@ -262,3 +263,28 @@ def test_a_turn_cut_just_before_its_end_token_is_still_continued_from_its_row(se
     assert second.choices[0].message.content == expected["content"]
     assert second.usage.prompt_tokens == full_len
     assert second.usage.prompt_tokens_details.cached_tokens == prompt_len + completion_len - 2
+
+
+def test_random_bodies_get_answers_or_client_errors_never_a_crash(server):
+    """Mangled requests (wrong types, missing fields, odd values) are answered with a 4xx; the server stays up."""
+    rng = random.Random(0)
+    messages, tools = _task(0)
+    base = {"model": NAME, "messages": messages, "tools": tools, "max_tokens": 4}
+    odd = [None, 0, -1, 1e9, "", "x" * 50, [], {}, [1, 2], {"role": "user"}, True, "low", "max", 2**40]
+    statuses = []
+    for _ in range(60):
+        body = json.loads(json.dumps(base))
+        for _ in range(rng.randint(1, 3)):
+            target = body
+            if rng.random() < 0.4 and body.get("messages") and isinstance(body["messages"], list):
+                target = rng.choice(body["messages"]) if isinstance(rng.choice(body["messages"]), dict) else body
+            key = rng.choice(list(target) + ["n", "stop", "thinking_budget", "tool_choice", "temperature",
+                                             "content", "tool_calls", "role", "seed", "top_p"])
+            target[key] = rng.choice(odd)
+        response = httpx.post(server[0] + "/v1/chat/completions", json=body, timeout=120)
+        statuses.append(response.status_code)
+        assert response.status_code in (200, 400, 401), (response.status_code, body, response.text)
+        if response.status_code != 200:
+            assert response.json()["error"]["message"]
+    assert statuses.count(200) and statuses.count(400)
+    assert _health(server)["status"] == "ok"
