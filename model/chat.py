@@ -341,13 +341,35 @@ def parse_assistant_text(text: str) -> dict:
     return parse_pieces(split_specials(text))
 
 
-def chat_template() -> str:
-    """The Jinja twin of ``render_text`` for transformers' ``apply_chat_template`` (tier kwarg: ``thinking_tier``)."""
+# apply_chat_template(thinking_budget=...) names a tier, as a serve request's thinking_budget does; a token count
+# is enforced while generating, which a template cannot do, and enable_thinking (another format's switch) has no
+# meaning here: both are refused rather than ignored.
+_THINKING_KWARGS = (
+    "{%- if enable_thinking is defined -%}{{- raise_exception('enable_thinking is not part of this chat format: "
+    "it always thinks; choose how much with thinking_tier (low, high, max)') -}}{%- endif -%}\n"
+    "{%- if thinking_budget is defined and thinking_budget is not none -%}"
+    "{%- if thinking_budget is not string or thinking_budget not in tier_tokens -%}"
+    "{{- raise_exception('thinking_budget in a chat template must be a tier (low, high, max), got ' ~ thinking_budget"
+    " ~ '; a token count is enforced while generating (jointrl serve)') -}}"
+    "{%- elif tier is not none and tier != thinking_budget -%}"
+    "{{- raise_exception('thinking_budget ' ~ thinking_budget ~ ' and thinking_tier ' ~ tier ~ ' disagree') -}}"
+    "{%- endif -%}{%- set tier = thinking_budget -%}{%- endif -%}\n"
+)
+
+
+def chat_template(thinking_kwargs: bool = True) -> str:
+    """The Jinja twin of ``render_text`` for transformers' ``apply_chat_template``.
+
+    The tier kwarg is ``thinking_tier``; ``thinking_budget`` is accepted when it names the same tier (see
+    _THINKING_KWARGS). thinking_kwargs=False gives the template saved before those checks existed, which renders
+    every conversation the same.
+    """
     tiers = ", ".join(f'"{name}": "{token}"' for name, token in TIER_TOKENS.items())
     return (
         "{%- set tier_tokens = {" + tiers + "} -%}\n"
         "{%- set tier = thinking_tier if thinking_tier is defined and thinking_tier is not none else none -%}\n"
-        "{%- if tier is not none and tier not in tier_tokens -%}"
+        + (_THINKING_KWARGS if thinking_kwargs else "")
+        + "{%- if tier is not none and tier not in tier_tokens -%}"
         "{{- raise_exception('thinking_tier must be one of low, high, max, got ' ~ tier) -}}{%- endif -%}\n"
         "{%- set assistant_open = '" + ASSISTANT + "' ~ (tier_tokens[tier] if tier is not none else '') -%}\n"
         "{{- '" + BOS + "' -}}\n"

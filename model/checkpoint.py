@@ -28,6 +28,8 @@ INDEX_FILE = "model.safetensors.index.json"
 MODEL_TYPE = "jointrl_moe"
 DEFAULT_SHARD_BYTES = 4 * 1024**3
 MXFP4_MODES = ("keep", "dequantize")
+# transformers' save_pretrained of an exported model writes the base model's tensors under this prefix.
+HF_BASE_PREFIX = "model."
 
 
 def config_dict(cfg: ModelConfig) -> dict:
@@ -154,6 +156,9 @@ def from_pretrained(
 ) -> Transformer:
     """Build the model a checkpoint describes and load its weights (strict: every tensor must match).
 
+    Reads jointrl's own checkpoints and native exports, and what transformers' save_pretrained writes from a
+    native export loaded with trust_remote_code (the base model's tensors under `model.`).
+
     For an MXFP4 checkpoint, mxfp4="keep" holds the routed experts as MXFP4Experts (decoded on the fly,
     inference only) and "dequantize" restores full-precision, trainable experts; other checkpoints ignore it.
     """
@@ -166,7 +171,8 @@ def from_pretrained(
         model = Transformer(cfg)
         if quantized and mxfp4 == "keep":
             use_mxfp4_experts_(model)
-    state = load_state(directory)
+    # jointrl's names never start with the prefix, so stripping it reads both layouts.
+    state = {name.removeprefix(HF_BASE_PREFIX): tensor for name, tensor in load_state(directory).items()}
     if quantized and mxfp4 == "dequantize":
         state = dequantize_state_dict(state, dtype=model.embed.weight.dtype)
     missing, unexpected = model.load_state_dict(state, strict=False)

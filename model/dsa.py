@@ -18,7 +18,13 @@ from typing import Literal
 
 import torch
 
-from jointrl.kernels import sparse_attn
+from jointrl.kernels.sparse_attn import (
+    attention_mass,
+    candidate_mask,
+    indexer_scores,
+    indexer_topk,
+    sparse_mla_attention,
+)
 from jointrl.model.cache import AttnCache
 from jointrl.model.config import ModelConfig
 from jointrl.model.indexer import LightningIndexer, indexer_loss
@@ -58,7 +64,7 @@ class GatedDSA(GatedMLA):
             raise ValueError(f"topk_indices {tuple(indices.shape)} {indices.dtype} must be integer [B, T, K]")
         indices = indices.long()
         t, s = indices.shape[1], valid_slots.shape[1]
-        allowed = sparse_attn.candidate_mask(valid_slots, start, t)  # [B, T, S]
+        allowed = candidate_mask(valid_slots, start, t)  # [B, T, S]
         listed = indices >= 0
         in_range = (indices >= -1) & (indices < s)
         seen = allowed.gather(-1, indices.clamp(0, s - 1)) | ~listed
@@ -88,14 +94,14 @@ class GatedDSA(GatedMLA):
         start, latent, k_rope, k_valid, index_k = self.extend(cache, latent, k_rope, valid, index_k)
 
         if topk_indices is None:
-            topk_indices = sparse_attn.indexer_topk(index_q, index_w, index_k, k_valid, start, self.topk)
+            topk_indices = indexer_topk(index_q, index_w, index_k, k_valid, start, self.topk)
         else:
             topk_indices = self._check_selection(topk_indices, k_valid, start)
 
         q = self.absorb_query(q_nope, q_rope)  # [B, T, H, C + R]
         kv = torch.cat([latent, k_rope], dim=-1)  # [B, S, C + R]
         if sparse:
-            o_latent = sparse_attn.sparse_mla_attention(q, kv, topk_indices, self.scale, self.latent_dim)
+            o_latent = sparse_mla_attention(q, kv, topk_indices, self.scale, self.latent_dim)
             o = self.latent_to_value(o_latent)  # [B, T, H, V]
         else:
             o = self.dense_attention(q_nope, q_rope, latent, k_rope, k_valid, start, absorb=cache is not None)
@@ -104,12 +110,12 @@ class GatedDSA(GatedMLA):
         if torch.is_grad_enabled():
             if sparse:
                 slots = topk_indices
-                logits = sparse_attn.indexer_scores(index_q, index_w, index_k, slots)  # [B, T, k]
+                logits = indexer_scores(index_q, index_w, index_k, slots)  # [B, T, k]
             else:
-                allowed = sparse_attn.candidate_mask(k_valid, start, x.shape[1])  # [B, T, S]
+                allowed = candidate_mask(k_valid, start, x.shape[1])  # [B, T, S]
                 slot_ids = torch.arange(kv.shape[1], device=x.device).expand_as(allowed)
                 slots = torch.where(allowed, slot_ids, -1)
-                logits = sparse_attn.indexer_scores(index_q, index_w, index_k).masked_fill(~allowed, float("-inf"))
-            target = sparse_attn.attention_mass(q.detach(), kv.detach(), slots, self.scale)
+                logits = indexer_scores(index_q, index_w, index_k).masked_fill(~allowed, float("-inf"))
+            target = attention_mass(q.detach(), kv.detach(), slots, self.scale)
             loss = indexer_loss(target, logits, valid)
         return self.output(x, o), {"topk_indices": topk_indices, "indexer_loss": loss}

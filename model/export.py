@@ -7,9 +7,11 @@ Targets:
                code. Only configs that kimi_linear_incompatibility accepts; tied embeddings are written
                untied (kimi_linear never ties), which gives the same logits. No MXFP4: transformers loads
                MXFP4 only into gpt-oss experts, so asking for both raises ValueError.
-  native       jointrl's own checkpoint (jointrl.model.checkpoint) plus `auto_map` and modeling_jointrl.py
-               (a copy of jointrl.model.remote_code), so `from_pretrained(dir, trust_remote_code=True)` works
-               wherever jointrl is installed; jointrl.model.checkpoint.from_pretrained reads it as well.
+  native       jointrl's own checkpoint (jointrl.model.checkpoint) plus `auto_map` and the remote code:
+               modeling_jointrl.py (jointrl.model.remote_code) and the jointrl model modules it imports,
+               assembled by jointrl.model.standalone, so `from_pretrained(dir, trust_remote_code=True)` works
+               where only torch, transformers and safetensors are installed; jointrl's from_pretrained reads
+               it as well, and also what transformers' save_pretrained writes from it.
   auto         kimi_linear when the config is compatible and mxfp4 is off, else native.
 
 With mxfp4=True (native only) the routed experts are stored gpt-oss style as `<name>_blocks` uint8
@@ -19,7 +21,6 @@ With mxfp4=True (native only) the routed experts are stored gpt-oss style as `<n
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ import torch
 from jointrl.model import checkpoint
 from jointrl.model.config import ModelConfig
 from jointrl.model.mxfp4 import BLOCKS_SUFFIX, dequantize_state_dict, mxfp4_state_dict, quantization_config
+from jointrl.model.standalone import ENTRY_FILE, modeling_files
 from jointrl.model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -36,11 +38,11 @@ if TYPE_CHECKING:
 TARGETS = ("auto", "native", "kimi_linear")
 KIMI_LINEAR = "kimi_linear"
 GENERATION_CONFIG_FILE = "generation_config.json"
-_REMOTE_MODULE = "modeling_jointrl"
-REMOTE_CODE_FILE = _REMOTE_MODULE + ".py"
+REMOTE_CODE_FILE = ENTRY_FILE
+_REMOTE_MODULE = REMOTE_CODE_FILE.removesuffix(".py")
 AUTO_MAP = {
     "AutoConfig": f"{_REMOTE_MODULE}.JointRLConfig",
-    "AutoModel": f"{_REMOTE_MODULE}.JointRLForCausalLM",
+    "AutoModel": f"{_REMOTE_MODULE}.JointRLModel",
     "AutoModelForCausalLM": f"{_REMOTE_MODULE}.JointRLForCausalLM",
 }
 # transformers' KimiLinearAttention builds q_a_layernorm and kv_a_layernorm with this fixed eps.
@@ -261,7 +263,8 @@ def export_pretrained(
             weights, config = kimi_linear_state_dict(cfg, state), kimi_linear_config(cfg, tokenizer, dtype)
         else:
             weights, config = _native_files(cfg, state, tokenizer, mxfp4, dtype)
-            shutil.copyfile(Path(__file__).with_name("remote_code.py"), staging / REMOTE_CODE_FILE)
+            for name, source in modeling_files().items():
+                (staging / name).write_text(source)
         checkpoint.save_state(staging, weights, max_shard_bytes)
         (staging / checkpoint.CONFIG_FILE).write_text(json.dumps(config, indent=2))
         if tokenizer is not None:

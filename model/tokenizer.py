@@ -161,7 +161,8 @@ class JointTokenizer:
         config_path = path / "tokenizer_config.json"
         if config_path.is_file():
             saved = json.loads(config_path.read_text()).get("chat_template")
-            if saved is not None and saved != chat.chat_template():
+            # Tokenizers saved before the thinking-kwarg checks carry the older template; it renders the same ids.
+            if saved is not None and saved not in (chat.chat_template(), chat.chat_template(thinking_kwargs=False)):
                 raise ValueError(f"{config_path}: chat_template differs from jointrl.model.chat's format")
         return cls(Tokenizer.from_file(str(path / "tokenizer.json")))
 

@@ -5,7 +5,9 @@ k = routed experts per token, S = DSA layers, k_s = selected past tokens per que
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -104,53 +106,12 @@ class Transformer(nn.Module):
         valid [B, T] marks real tokens (False = left padding). routing [B, T, L, k] and sparse_topk
         [B, T, S, k_s] replay the experts and DSA selections recorded at rollout.
         """
-        if valid is None:
-            valid = torch.ones_like(tokens, dtype=torch.bool)
-        start = cache.n_valid if cache is not None else torch.zeros(tokens.shape[0], dtype=torch.long, device=tokens.device)
-        positions = start[:, None] + valid.long().cumsum(dim=1) - 1  # [B, T]
-        positions = positions.clamp_min(0)
-
-        x = self.embed(tokens)  # [B, T, D]
-        expert_ids, loads, selections = [], [], []
-        aux_loss = x.new_zeros((), dtype=torch.float32)
-        moe_idx = dsa_idx = 0
-        for i, block in enumerate(self.layers):
-            layer_routing = layer_topk = None
-            if block.is_moe and routing is not None:
-                layer_routing = routing[:, :, moe_idx]
-            if block.kind == "S" and sparse_topk is not None:
-                layer_topk = sparse_topk[:, :, dsa_idx]
-            layer_cache = cache.layers[i] if cache is not None else None
-            if self.activation_checkpointing and self.training and cache is None and torch.is_grad_enabled():
-                # Non-reentrant checkpointing replays the block with the same routing and selections it returned.
-                x, aux = checkpoint(
-                    block, x, positions, valid, None, layer_routing, layer_topk, use_reentrant=False
-                )
-            else:
-                x, aux = block(x, positions, valid, cache=layer_cache, routing=layer_routing, topk_indices=layer_topk)
-            if block.is_moe:
-                expert_ids.append(aux["expert_ids"])
-                loads.append(aux["expert_load"])
-                aux_loss = aux_loss + aux["balance_loss"]
-                moe_idx += 1
-            if block.kind == "S":
-                selections.append(aux["topk_indices"])
-                aux_loss = aux_loss + aux["indexer_loss"]
-                dsa_idx += 1
-
-        if cache is not None:
-            cache.n_valid = cache.n_valid + valid.long().sum(dim=1)
-            cache.length += tokens.shape[1]
-        hidden = self.norm(x)
-        logits = self.lm_head(hidden).float() if return_logits else None
-        return ModelOutput(
-            logits=logits,
-            hidden=hidden,
-            routing=torch.stack(expert_ids, dim=2) if expert_ids else None,
-            sparse_topk=torch.stack(selections, dim=2) if selections else None,
-            expert_load=torch.stack(loads) if loads else None,
-            aux_loss=aux_loss,
-        )
+        # Non-reentrant checkpointing replays the block with the same routing and selections it returned.
+        recompute = partial(checkpoint, use_reentrant=False) if self.activation_checkpointing and self.training else None
+        out = backbone(self.layers, self.norm, self.embed(tokens), valid, cache, routing, sparse_topk, checkpoint_fn=recompute)
+        if return_logits:
+            out.logits = self.lm_head(out.hidden).float()
+        return out
 
     def update_router_biases(self, expert_load: torch.Tensor) -> None:
         """Aux-loss-free balancing: nudge each MoE layer's selection bias from its load [L, E]."""
@@ -161,3 +122,68 @@ class Transformer(nn.Module):
         """Fresh inference state for `batch` rows and `capacity` columns, on the model's device."""
         p = self.embed.weight
         return ModelCache.allocate(self.cfg, batch, capacity, device=p.device, dtype=p.dtype)
+
+
+def token_positions(valid: torch.Tensor, cache: ModelCache | None) -> torch.Tensor:
+    """Rotary position of each new token [B, T]: real tokens count on from what the cache has seen, padding sits at 0."""
+    start = cache.n_valid if cache is not None else torch.zeros(valid.shape[0], dtype=torch.long, device=valid.device)
+    return (start[:, None] + valid.long().cumsum(dim=1) - 1).clamp_min(0)
+
+
+def backbone(
+    layers: nn.ModuleList,
+    norm: nn.Module,
+    x: torch.Tensor,
+    valid: torch.Tensor | None = None,
+    cache: ModelCache | None = None,
+    routing: torch.Tensor | None = None,
+    sparse_topk: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    checkpoint_fn: Callable | None = None,
+) -> ModelOutput:
+    """The blocks and the final norm over embedded tokens x [B, T, D]: a ModelOutput without logits.
+
+    Transformer.forward and the exported transformers model both run this, so they cannot drift apart.
+    positions [B, T] default to token_positions; checkpoint_fn(block, *args), when given, runs each block
+    during training without a cache (activation checkpointing); the cache, if any, advances past the T columns.
+    """
+    b, t = x.shape[:2]
+    if valid is None:
+        valid = torch.ones(b, t, dtype=torch.bool, device=x.device)
+    if positions is None:
+        positions = token_positions(valid, cache)
+    expert_ids, loads, selections = [], [], []
+    aux_loss = x.new_zeros((), dtype=torch.float32)
+    moe_idx = dsa_idx = 0
+    for i, block in enumerate(layers):
+        layer_routing = layer_topk = None
+        if block.is_moe and routing is not None:
+            layer_routing = routing[:, :, moe_idx]
+        if block.kind == "S" and sparse_topk is not None:
+            layer_topk = sparse_topk[:, :, dsa_idx]
+        layer_cache = cache.layers[i] if cache is not None else None
+        if checkpoint_fn is not None and cache is None and torch.is_grad_enabled():
+            x, aux = checkpoint_fn(block, x, positions, valid, None, layer_routing, layer_topk)
+        else:
+            x, aux = block(x, positions, valid, cache=layer_cache, routing=layer_routing, topk_indices=layer_topk)
+        if block.is_moe:
+            expert_ids.append(aux["expert_ids"])
+            loads.append(aux["expert_load"])
+            aux_loss = aux_loss + aux["balance_loss"]
+            moe_idx += 1
+        if block.kind == "S":
+            selections.append(aux["topk_indices"])
+            aux_loss = aux_loss + aux["indexer_loss"]
+            dsa_idx += 1
+
+    if cache is not None:
+        cache.n_valid = cache.n_valid + valid.long().sum(dim=1)
+        cache.length += t
+    return ModelOutput(
+        logits=None,
+        hidden=norm(x),
+        routing=torch.stack(expert_ids, dim=2) if expert_ids else None,
+        sparse_topk=torch.stack(selections, dim=2) if selections else None,
+        expert_load=torch.stack(loads) if loads else None,
+        aux_loss=aux_loss,
+    )

@@ -5,9 +5,11 @@ transformers runs kimi_linear on CPU here through its reference PyTorch paths: `
 and `causal_conv1d` are not installed (it logs "falling back to its reference PyTorch implementation").
 With fla installed it would pick fla's Triton kernels, which need a GPU.
 """
+import ast
 import importlib.util
 import json
 import math
+import sys
 
 import pytest
 import torch
@@ -23,6 +25,7 @@ from jointrl.model.generate import SamplingParams
 from jointrl.model.generate import generate as jointrl_generate
 from jointrl.model.moe import RoutedExperts
 from jointrl.model.mxfp4 import MXFP4Experts, dequantize_mxfp4
+from jointrl.model.standalone import modeling_files
 from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
@@ -42,6 +45,8 @@ B, T, PAD = 2, 24, 5
 # first or between delta layers.
 DEFAULT_EXPORT_PATTERNS = ["KKK", "KKLKL", "LKLLK"]
 DEFAULT_GENERATE_STEPS = 20
+# The packages a native export's remote code may import.
+SHIPPED_IMPORTS = {"torch", "transformers", "safetensors"}
 
 
 def build(update: dict | None = None, preset: str = "debug") -> Transformer:
@@ -78,8 +83,8 @@ def greedy(model: Transformer, prompt: torch.Tensor, steps: int = 4) -> torch.Te
     return seq
 
 
-def generate(hf, prompt: torch.Tensor, steps: int = 4) -> torch.Tensor:
-    return hf.generate(prompt, max_new_tokens=steps, do_sample=False, eos_token_id=None, pad_token_id=0)
+def generate(hf, prompt: torch.Tensor, steps: int = 4, **kwargs) -> torch.Tensor:
+    return hf.generate(prompt, max_new_tokens=steps, do_sample=False, eos_token_id=None, pad_token_id=0, **kwargs)
 
 
 def assert_clean_load(info: dict) -> None:
@@ -238,7 +243,17 @@ def test_debug_preset_exports_native_with_remote_code(tmp_path, tokenizer):
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == "jointrl_moe"
     assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_jointrl.JointRLForCausalLM"
-    assert (out / "modeling_jointrl.py").is_file() and (out / "tokenizer.json").is_file()
+    assert (out / "tokenizer.json").is_file()
+    # The remote code is jointrl's own source, every jointrl import made relative to a shipped file.
+    shipped = modeling_files()
+    assert "modeling_jointrl.py" in shipped and "model_transformer.py" in shipped and "kernels_kda.py" in shipped
+    for name, source in shipped.items():
+        assert (out / name).read_text() == source
+        imports = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        modules = [a.name for n in imports if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module for n in imports if isinstance(n, ast.ImportFrom) and n.level == 0]
+        # Only what transformers' remote code has anyway: no jointrl, no pydantic, no triton.
+        assert {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) <= SHIPPED_IMPORTS, name
     generation = json.loads((out / "generation_config.json").read_text())
     assert generation == {
         "bos_token_id": tokenizer.bos_id,
@@ -252,15 +267,25 @@ def test_debug_preset_exports_native_with_remote_code(tmp_path, tokenizer):
     assert hf.generation_config.eos_token_id == [tokenizer.eos_id, tokenizer.eot_id]
     tokens = tokens_for(model)
     expected = logits(model, tokens)
-    # The same code on the same weights: bit for bit.
-    torch.testing.assert_close(logits(hf, tokens), expected, atol=0, rtol=0)
+    # The same code on the same weights: bit for bit, without a cache and with one (a cached forward takes the
+    # absorbed latent-attention path, as jointrl's engine does on prefill).
+    torch.testing.assert_close(logits(hf, tokens, use_cache=False), expected, atol=0, rtol=0)
+    cached = logits(model, tokens, cache=model.allocate_cache(B, T))
+    torch.testing.assert_close(logits(hf, tokens), cached, atol=0, rtol=0)
+    torch.testing.assert_close(cached, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(logits(from_pretrained(out), tokens), expected, atol=0, rtol=0)
 
-    # The wrapper's generate() keeps no cache and reruns the sequence; it must still decode greedily.
+    # generate() decodes with jointrl's cache (one new column per step) and follows the hand-written greedy
+    # decoder, which reruns the whole sequence; so does generate() without a cache.
     assert torch.equal(generate(hf, tokens[:1, :6]), greedy(model, tokens[:1, :6]))
-    # Its loss is next-token cross-entropy: mean of -log p(token t+1 | tokens <= t).
+    assert torch.equal(generate(hf, tokens[:1, :6], use_cache=False), greedy(model, tokens[:1, :6]))
+    # Its loss is jointrl's objective: next-token cross-entropy (mean of -log p(token t+1 | tokens <= t)) plus
+    # the blocks' aux losses (here the DSA indexer's, which needs autograd on).
+    out_hf = hf(tokens, labels=tokens, use_cache=False)
     logp = expected.log_softmax(-1)[:, :-1].gather(-1, tokens[:, 1:, None])
-    torch.testing.assert_close(hf(tokens, labels=tokens).loss, -logp.mean(), atol=1e-5, rtol=0)
+    assert out_hf.aux_loss > 0
+    torch.testing.assert_close(out_hf.loss, -logp.mean() + out_hf.aux_loss, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out_hf.aux_loss, model(tokens).aux_loss, atol=0, rtol=0)
 
 
 def test_mxfp4_export_layout(tmp_path):
@@ -324,8 +349,10 @@ def test_mxfp4_reload_keep_and_dequantize(tmp_path):
     # transformers, through the remote code, keeps the experts in MXFP4 too.
     hf, info = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True, output_loading_info=True)
     assert_clean_load(info)
-    assert isinstance(hf.model.layers[1].ffn.experts, MXFP4Experts)
-    torch.testing.assert_close(logits(hf, tokens), from_kept, atol=0, rtol=0)
+    # The export's own copy of the class (from model_mxfp4.py beside the weights), not jointrl's.
+    experts = hf.model.layers[1].ffn.experts
+    assert type(experts).__name__ == "MXFP4Experts" and type(experts).__module__.endswith(".model_mxfp4")
+    torch.testing.assert_close(logits(hf, tokens, use_cache=False), from_kept, atol=0, rtol=0)
 
     # A kept model exports back to full precision (its experts decoded).
     again = export_pretrained(kept, tmp_path / "again")
@@ -358,5 +385,5 @@ def test_sharded_native_export_loads(tmp_path):
     torch.testing.assert_close(logits(from_pretrained(out), tokens), expected, atol=0, rtol=0)
     hf, info = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True, output_loading_info=True)
     assert_clean_load(info)  # the tied head is not in the files and not reported missing
-    assert hf.model.lm_head.weight is hf.model.embed.weight
-    torch.testing.assert_close(logits(hf, tokens), expected, atol=0, rtol=0)
+    assert hf.lm_head.weight is hf.model.embed.weight
+    torch.testing.assert_close(logits(hf, tokens, use_cache=False), expected, atol=0, rtol=0)

@@ -241,3 +241,29 @@ def test_default_corpus_trains_the_tiny_vocab_in_seconds():
     assert tok.vocab_size == PRESETS["tiny"].vocab_size and time.perf_counter() - start < 60
     text = chat.render_text(*synthetic_chat(7)[:2])
     assert tok.decode(tok.encode(text)) == text
+
+
+def test_thinking_budget_names_a_tier_or_is_refused(tok, hf):
+    """apply_chat_template(thinking_budget=...) means what serve's thinking_budget means, or fails; never ignored."""
+    from jinja2.exceptions import TemplateError
+
+    messages = [{"role": "user", "content": "x"}]
+    for tier in ("low", "high", "max"):
+        expected = tok.render(messages, tier=tier, add_generation_prompt=True)
+        assert as_ids(hf.apply_chat_template(messages, thinking_budget=tier, add_generation_prompt=True)) == expected
+        both = hf.apply_chat_template(messages, thinking_budget=tier, thinking_tier=tier, add_generation_prompt=True)
+        assert as_ids(both) == expected
+    for bad, match in [({"thinking_budget": 512}, "must be a tier"), ({"thinking_budget": "medium"}, "must be a tier"),
+                       ({"thinking_budget": "low", "thinking_tier": "max"}, "disagree"),
+                       ({"enable_thinking": False}, "enable_thinking")]:
+        with pytest.raises(TemplateError, match=match):
+            hf.apply_chat_template(messages, tokenize=False, **bad)
+
+
+def test_a_tokenizer_saved_before_the_thinking_checks_still_loads(tok, tmp_path):
+    saved = tok.save(tmp_path / "old")
+    config = json.loads((saved / "tokenizer_config.json").read_text())
+    old = chat.chat_template(thinking_kwargs=False)
+    assert old != config["chat_template"]
+    (saved / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": old}))
+    assert JointTokenizer.load(saved).render([{"role": "user", "content": "x"}]) == tok.render([{"role": "user", "content": "x"}])

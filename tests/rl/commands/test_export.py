@@ -6,7 +6,7 @@ import pytest
 
 from jointrl.envs import registry
 from jointrl.envs.base import EnvSpec
-from jointrl.model.checkpoint import from_pretrained, is_mxfp4
+from jointrl.model.checkpoint import from_pretrained, is_mxfp4, load_state
 from jointrl.model.export import REMOTE_CODE_FILE
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.commands.cli import main
@@ -80,3 +80,23 @@ def test_a_checkpoint_without_tokenizer_exports_weights_only(source, tmp_path, c
     assert "no tokenizer" in capsys.readouterr().out
     assert not (out / "tokenizer.json").exists()
     from_pretrained(out)
+
+
+def test_what_transformers_saves_from_the_export_evaluates_to_the_same_numbers(source, tmp_path, capsys):
+    """Load the native export in transformers, save it back as transformers does (tensors under `model.`), evaluate."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out, saved = tmp_path / "exported", tmp_path / "saved"
+    assert main(["export", str(source), str(out), "--target", "native"]) == 0, capsys.readouterr().err
+    AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True).save_pretrained(saved)
+    AutoTokenizer.from_pretrained(out, trust_remote_code=False).save_pretrained(saved)
+    assert any(name.startswith("model.") for name in load_state(saved))
+
+    cfg = load_recipe(source / "recipe.yaml")
+    before, before_tokens = _evaluate(source / "model", cfg)
+    after, after_tokens = _evaluate(saved, cfg)
+    assert after_tokens == before_tokens
+    assert after.to_json() == before.to_json()
+    capsys.readouterr()
+    assert main(["eval", str(saved), str(source / "recipe.yaml"), "--envs", PARITY, "--seeds", "1000000:1000002"]) == 0
+    assert "pass rate" in capsys.readouterr().out
