@@ -2,12 +2,12 @@
 
 Every problem is an `ApiError` carrying the HTTP status and an OpenAI-style body
 (`{"error": {"message", "type", "param", "code"}}`), so a client's own error handling reads it. Parameters the
-server cannot honour (a named tool_choice, top_logprobs, penalties) are refused by name rather than ignored.
+server cannot honour (top_logprobs, penalties) are refused by name rather than ignored.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -197,19 +197,25 @@ def tier_and_budget(request: ChatRequest, budgets: dict[str, int], default_tier:
     return tier, value
 
 
-ToolChoice = Literal["auto", "none", "required"]
+ToolChoice = str  # "auto" | "none" | "required" | "function:<name>"
 
 
 def tool_choice(request: ChatRequest) -> ToolChoice:
-    """The tool_choice as one of the modes the engine enforces."""
+    """The tool_choice as one of the modes the engine enforces ("function:<name>" for a named function)."""
     choice = request.tool_choice
     if choice is None:
         return "auto"
     if choice in ("auto", "none", "required"):
         if choice == "required" and not request.tools:
             raise ApiError("tool_choice 'required' needs tools", "tool_choice")
-        return choice  # type: ignore[return-value]
-    raise ApiError(f"tool_choice {choice!r} is not supported: use auto, none or required", "tool_choice")
+        return choice
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    if not isinstance(choice, dict) or choice.get("type") != "function" or not isinstance(name, str):
+        raise ApiError(f"tool_choice {choice!r} is not auto, none, required or "
+                       "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
+    if name not in [t["function"]["name"] for t in request.tools or []]:
+        raise ApiError(f"tool_choice names {name!r}, which is not among the request's tools", "tool_choice")
+    return f"function:{name}"
 
 
 def stops(request: ChatRequest) -> list[str]:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import queue
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -43,7 +44,7 @@ class Choice:
     think_budget: int
     sampling: SamplingParams
     stops: list[str]
-    tool_choice: Literal["auto", "none", "required"]
+    tool_choice: str  # "auto" | "none" | "required" | "function:<name>" (protocol.tool_choice)
     seed: int | None = None
     reuse: bool = True  # may continue a parked conversation
     episode: str | None = None  # the black-box episode (API key) whose tokens are recorded
@@ -120,6 +121,7 @@ class Scheduler:
         self._jobs: dict[int, _Job] = {}
         self._parked: dict[int, _Parked] = {}
         self._stopped: list[int] = []
+        self._texts: list[str | None] | None = None  # each id's text, for named tool_choice
         self._keys = itertools.count()
         self._thread = threading.Thread(target=self._serve, name="engine", daemon=True)
         self._running = False
@@ -263,7 +265,33 @@ class Scheduler:
         if mode == "required":
             # The turn may not end before one call has closed.
             return lambda tokens: [] if close in tokens else [eot, eos]
+        if mode.startswith("function:"):
+            return self._named_call(mode.removeprefix("function:"))
         return None
+
+    def _named_call(self, name: str):
+        """Bans that make the turn's first call this function: the call's text must begin with its name."""
+        call, close = self.tokenizer.tool_call_start_id, self.tokenizer.tool_call_end_id
+        stops = [self.tokenizer.eot_id, self.tokenizer.eos_id]
+        head = '{"name": ' + json.dumps(name) + ', "arguments": '
+        if self._texts is None:
+            self._texts = [self.tokenizer.decode([i]) if not self.tokenizer.is_special(i) else None
+                           for i in range(self.tokenizer.vocab_size)]
+        texts = self._texts
+
+        def banned(tokens: list[int]) -> list[int]:
+            if call not in tokens:
+                return stops  # the turn may not end before the call
+            opened = tokens.index(call)
+            if close in tokens[opened:]:
+                return []
+            body = self.tokenizer.decode(tokens[opened + 1:])
+            if len(body) >= len(head):
+                return stops  # the name is written; the arguments are the model's
+            # Only text that keeps the body on the way to the head, or past it.
+            return [i for i, text in enumerate(texts)
+                    if text is None or not (head.startswith(body + text) or (body + text).startswith(head))]
+        return banned
 
     def _on_token(self, key: int, token: int, logprob: float) -> None:
         job = self._jobs.get(key)

@@ -148,11 +148,21 @@ def test_several_choices_with_a_seed_repeat_and_differ_from_each_other(server, c
     assert all(t.logprob <= 0 for c in first.choices for t in c.logprobs.content)
 
 
-def test_tool_choice_none_and_required(server, client):
+def test_tool_choice_none_required_and_a_named_function(server, client):
     messages, tools = _task(1)
     none = client.chat.completions.create(model=NAME, messages=messages, tools=tools, temperature=0, max_tokens=16,
                                           tool_choice="none").choices[0]
     assert not none.message.tool_calls and none.finish_reason in ("stop", "length")
+    # The policy calls `length`; naming another tool makes the call that one, with whatever arguments follow.
+    other = {"type": "function", "function": {"name": "count_vowels", "description": "vowels in a word",
+                                              "parameters": {"type": "object", "properties": {}}}}
+    named = client.chat.completions.create(
+        model=NAME, messages=messages, tools=tools + [other], temperature=0, max_tokens=48,
+        tool_choice={"type": "function", "function": {"name": "count_vowels"}}).choices[0]
+    assert named.message.tool_calls and named.message.tool_calls[0].function.name == "count_vowels"
+    free = client.chat.completions.create(model=NAME, messages=messages, tools=tools + [other], temperature=0,
+                                          max_tokens=48).choices[0]
+    assert free.message.tool_calls[0].function.name == "length"
 
 
 def test_stop_strings_end_the_content_before_them(server, client):
@@ -178,7 +188,7 @@ def test_stop_strings_end_the_content_before_them(server, client):
     ({"extra_body": {"thinking_budget": "huge"}}, "thinking_budget"),
     ({"extra_body": {"thinking_budget": -1}}, "thinking_budget"),
     ({"messages": [{"role": "user", "content": "word " * 5000}]}, "context"),
-    ({"tool_choice": {"type": "function", "function": {"name": "length"}}}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"extra_body": {"best_of": 2}}, "best_of"),
 ])
 def test_bad_requests_get_a_400_naming_the_problem(server, client, change, expected):
