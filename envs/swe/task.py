@@ -146,8 +146,13 @@ def _mutate(built: Project, module: str, rng: random.Random, held_out: bool) -> 
             continue
         # A mutant that only ever mixes up types (str -= str) is a crash, not the kind of bug people write.
         errors = {o.error for t, o in zip(built.tests, outcomes) if t.id in failing}
-        if errors != {"TypeError"}:
-            return mutation, failing
+        if errors == {"TypeError"}:
+            continue
+        # A held-out bug needs a failure no training bug of its function shows the same way (see _inject).
+        if held_out and all(_trained_symptom(built, module, mutation, t, o)
+                            for t, o in zip(built.tests, outcomes) if t.id in failing):
+            continue
+        return mutation, failing
     return None
 
 
