@@ -142,8 +142,8 @@ def _logprobs(done: Finished, scheduler: Scheduler) -> dict:
 
 async def _next(events: asyncio.Queue) -> Delta | Finished:
     event = await events.get()
-    if isinstance(event, Exception):
-        raise event
+    if isinstance(event, Exception):  # the engine thread could not run this choice
+        raise ApiError(str(event), status=500, kind="server_error")
     return event
 
 

@@ -178,7 +178,10 @@ class Scheduler:
             except queue.Empty:
                 command = None
             while command is not None:
-                self._apply(*command)
+                try:
+                    self._apply(*command)
+                except Exception as err:  # one bad choice fails alone; the engine thread must live on
+                    self._reject(command, f"could not start: {type(err).__name__}: {err}")
                 try:
                     command = self._commands.get_nowait()
                 except queue.Empty:
@@ -359,6 +362,14 @@ class Scheduler:
         if text.tool_calls:
             message["tool_calls"] = [dict(call, function=dict(call["function"])) for call in text.tool_calls]
         return message
+
+    def _reject(self, command: tuple, error: str) -> None:
+        kind, job = command
+        if kind == "submit":
+            self._jobs.pop(job.key, None)
+            self.engine.release(job.key)
+            job.done = True
+            job.loop.call_soon_threadsafe(job.events.put_nowait, RuntimeError(error))
 
     def _fail_all(self, error: str) -> None:
         for job in list(self._jobs.values()):

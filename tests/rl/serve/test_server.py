@@ -298,3 +298,20 @@ def test_random_bodies_get_answers_or_client_errors_never_a_crash(server):
             assert response.json()["error"]["message"]
     assert statuses.count(200) and statuses.count(400)
     assert _health(server)["status"] == "ok"
+
+
+def test_a_choice_the_engine_refuses_fails_alone_and_the_server_lives_on(server, client, monkeypatch):
+    _, scheduler, _, _ = server
+    real = scheduler.engine.submit
+
+    def refuse_once(request):
+        monkeypatch.setattr(scheduler.engine, "submit", real)
+        raise ValueError("no room for this one")
+
+    monkeypatch.setattr(scheduler.engine, "submit", refuse_once)
+    messages, tools = _task(0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=NAME, messages=messages, tools=tools, max_tokens=4)
+    assert "no room for this one" in caught.value.body["message"]
+    after = client.chat.completions.create(model=NAME, messages=messages, tools=tools, max_tokens=4)
+    assert after.choices[0].finish_reason in ("stop", "length", "tool_calls")
