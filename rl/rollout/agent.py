@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import torch
 
 from jointrl.envs import registry
 from jointrl.envs.base import Env
@@ -24,7 +23,7 @@ from jointrl.model.generate import SamplingParams
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
-from jointrl.rl.trajectory import Trajectory
+from jointrl.rl.trajectory import TokenLog, Trajectory
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,7 @@ class _Live:
     env: Env
     episode: Episode
     messages: list[dict]  # the conversation as parsed, for the env-side record and the next rendering
-    tokens: list[int] = field(default_factory=list)
-    mask: list[float] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    routing: list[torch.Tensor] = field(default_factory=list)
-    topk: list[torch.Tensor] = field(default_factory=list)
+    log: TokenLog = field(default_factory=TokenLog)  # every token fed and sampled: the trajectory
     generated: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -121,11 +115,11 @@ class AgentLoop:
             if env is not None:
                 env.close()
             episode.failed, episode.error = True, f"reset failed: {type(err).__name__}: {err}"
-            return Trajectory(episode, *(torch.zeros(0, dtype=d) for d in (torch.long, torch.float, torch.float, torch.long)))
+            return TokenLog().trajectory(episode)
         episode.messages, episode.tools = list(obs.messages), obs.tools
         state = _Live(task=task, env=env, episode=episode, messages=list(obs.messages))
         prompt = self.tokenizer.render(state.messages, episode.tools, task.tier, add_generation_prompt=True)
-        self._feed(state, prompt)
+        state.log.feed(prompt)
         self._submit(key, state, prompt)
         return state
 
@@ -138,23 +132,10 @@ class AgentLoop:
             think_budget=None if budget is None else max(0, budget - state.episode.think_tokens),
         ))
 
-    def _feed(self, state: _Live, ids: list[int]) -> None:
-        state.tokens += ids
-        state.mask += [0.0] * len(ids)
-        state.logprobs += [0.0] * len(ids)
-        state.versions += [-1] * len(ids)
-
     def _on_turn(self, key: int, state: _Live, result: TurnResult) -> bool:
         """Record a finished turn; run its tool calls and queue the next turn, or return True when done."""
         episode = state.episode
-        state.tokens += result.tokens
-        state.mask += [0.0 if forced else 1.0 for forced in result.forced]
-        state.logprobs += [0.0 if forced else lp for lp, forced in zip(result.logprobs, result.forced)]
-        state.versions += result.versions
-        if result.routing is not None:
-            state.routing.append(result.routing)
-        if result.sparse_topk is not None:
-            state.topk.append(result.sparse_topk)
+        state.log.sampled(result)
         state.generated += len(result.tokens)
         episode.turns += 1
         episode.think_tokens += result.think_tokens
@@ -182,7 +163,7 @@ class AgentLoop:
         state.messages += tool_messages
         after = self.tokenizer.render(state.messages, episode.tools, episode.tier, add_generation_prompt=True)
         feed = after[len(before):]
-        self._feed(state, feed)
+        state.log.feed(feed)
         self._submit(key, state, feed)
         return False
 
@@ -218,12 +199,4 @@ class AgentLoop:
             episode.failed, episode.error = True, f"signals failed: {type(err).__name__}: {err}"
         finally:
             state.env.close()
-        return Trajectory(
-            episode=episode,
-            tokens=torch.tensor(state.tokens, dtype=torch.long),
-            loss_mask=torch.tensor(state.mask),
-            behavior_logprobs=torch.tensor(state.logprobs),
-            policy_version=torch.tensor(state.versions, dtype=torch.long),
-            routed_experts=torch.cat(state.routing) if state.routing else None,
-            sparse_topk=torch.cat(state.topk) if state.topk else None,
-        )
+        return state.log.trajectory(episode)

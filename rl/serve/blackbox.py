@@ -12,13 +12,12 @@ import time
 from typing import Any, Callable
 
 import openai
-import torch
 
 from jointrl.envs import registry
 from jointrl.envs.base import Env, Observation
 from jointrl.envs.episode import Episode
 from jointrl.rl.serve.sessions import Sessions
-from jointrl.rl.trajectory import Trajectory
+from jointrl.rl.trajectory import TokenLog, Trajectory
 
 Agent = Callable[[openai.OpenAI, str, Env, Observation, str], str]
 
@@ -74,10 +73,9 @@ def play(agent: Agent, base_url: str, model: str, sessions: Sessions, env_id: st
         log = sessions.close(key)
     episode.timings["agent"] = time.monotonic() - started
     episode.turns = log.requests
-    trajectories = [segment.trajectory(episode) for segment in log.segments if segment.tokens]
-    if not trajectories:  # nothing was generated: the episode still comes back, marked by its signals or error
-        empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0), torch.zeros(0), torch.zeros(0, dtype=torch.long))
-        trajectories = [Trajectory(episode, *empty)]
+    # Nothing generated: the episode still comes back, marked by its signals or error.
+    trajectories = [segment.trajectory(episode) for segment in log.segments if segment.tokens] or [
+        TokenLog().trajectory(episode)]
     first, *rest = trajectories
     first.segments = rest
     return first

@@ -29,7 +29,8 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
 from jointrl.rl.serve.deltas import Delta, TurnText
-from jointrl.rl.serve.sessions import Segment, Sessions
+from jointrl.rl.serve.sessions import Sessions
+from jointrl.rl.trajectory import TokenLog
 
 
 @dataclass
@@ -76,7 +77,7 @@ class _Job:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     done: bool = False
-    segment: Segment | None = None  # where a recorded episode's tokens go
+    segment: TokenLog | None = None  # where a recorded episode's tokens go
 
 
 @dataclass
@@ -87,7 +88,7 @@ class _Parked:
     length: int  # tokens of that conversation the row has seen or holds unfed
     missing: int  # rendered tokens at the end the row never saw: the <|eot|> of a turn cut at max_tokens
     episode: str | None = None
-    segment: Segment | None = None
+    segment: TokenLog | None = None
 
 
 def _same_message(a: dict, b: dict) -> bool:
@@ -231,7 +232,7 @@ class Scheduler:
             job.prompt_tokens = len(feed)
             if choice.episode is not None:
                 # A request that does not extend what a row of its episode holds starts a new segment.
-                job.segment = Segment()
+                job.segment = TokenLog()
                 self.sessions.log(choice.episode).segments.append(job.segment)
         if job.segment is not None:
             job.segment.feed(feed)

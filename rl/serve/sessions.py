@@ -14,59 +14,16 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-import torch
-
-from jointrl.envs.episode import Episode
-from jointrl.rl.rollout.engine import TurnResult
-from jointrl.rl.trajectory import Trajectory
+from jointrl.rl.trajectory import TokenLog
 
 KEY_PREFIX = "ep-"
-
-
-@dataclass
-class Segment:
-    """One engine sequence of an episode: fed and sampled tokens in order, with what the learner replays."""
-
-    tokens: list[int] = field(default_factory=list)
-    mask: list[float] = field(default_factory=list)  # 1 on sampled tokens (forced ones excluded)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    routing: list[torch.Tensor] = field(default_factory=list)  # per fed token: [n, L, k]
-    topk: list[torch.Tensor] = field(default_factory=list)  # per fed token: [n, S, k_s]
-
-    def feed(self, ids: list[int]) -> None:
-        """Tokens the model was given (prompt, tool results, generation prompts)."""
-        self.tokens += ids
-        self.mask += [0.0] * len(ids)
-        self.logprobs += [0.0] * len(ids)
-        self.versions += [-1] * len(ids)
-
-    def sampled(self, result: TurnResult) -> None:
-        """A turn's sampled tokens and what its forward recorded."""
-        self.tokens += result.tokens
-        self.mask += [0.0 if forced else 1.0 for forced in result.forced]
-        self.logprobs += [0.0 if forced else lp for lp, forced in zip(result.logprobs, result.forced)]
-        self.versions += result.versions
-        if result.routing is not None:
-            self.routing.append(result.routing)
-        if result.sparse_topk is not None:
-            self.topk.append(result.sparse_topk)
-
-    def trajectory(self, episode: Episode) -> Trajectory:
-        """The segment as a learner trajectory of `episode`."""
-        return Trajectory(
-            episode=episode, tokens=torch.tensor(self.tokens, dtype=torch.long), loss_mask=torch.tensor(self.mask),
-            behavior_logprobs=torch.tensor(self.logprobs), policy_version=torch.tensor(self.versions, dtype=torch.long),
-            routed_experts=torch.cat(self.routing) if self.routing else None,
-            sparse_topk=torch.cat(self.topk) if self.topk else None,
-        )
 
 
 @dataclass
 class EpisodeLog:
     """Every segment one episode's requests produced, in order."""
 
-    segments: list[Segment] = field(default_factory=list)
+    segments: list[TokenLog] = field(default_factory=list)  # one per engine sequence
     requests: int = 0
     open: bool = True
 

@@ -27,8 +27,9 @@ from jointrl.model.moe import RoutedExperts
 from jointrl.model.mxfp4 import MXFP4Experts, dequantize_mxfp4
 from jointrl.model.standalone import modeling_files
 from jointrl.model.presets import PRESETS
-from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread each
 
 # The kimi_linear-compatible preset: no DSA layer, ungated NoPE latent attention.
 KIMI_PRESET = "debug-kimi"
@@ -91,18 +92,8 @@ def assert_clean_load(info: dict) -> None:
     assert {k: v for k, v in info.items() if v} == {}, info
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the tensors are tiny, and on a busy 2-core machine two threads were 15x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(["def f(x): return x + 1\n"] * 4, PRESETS["debug"].vocab_size)
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 from jointrl.model.checkpoint import HF_BASE_PREFIX, from_pretrained, load_state
 from jointrl.model.export import export_pretrained
-from jointrl.model.presets import PRESETS
-from jointrl.model.tokenizer import train_tokenizer
 from tests.model.test_export import PAD, T, build, greedy, tokens_for
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread each
 
 # Packages the exported code may need: what transformers' remote code needs, nothing of jointrl.
 STANDALONE_PACKAGES = ["torch==2.13.0", "transformers", "safetensors", "tokenizers"]
@@ -25,18 +25,6 @@ STANDALONE_PACKAGES = ["torch==2.13.0", "transformers", "safetensors", "tokenize
 STANDALONE_PYTHON_ENV = "JOINTRL_STANDALONE_PYTHON"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: tiny tensors on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(["def f(x): return x + 1\n"] * 4, PRESETS["debug"].vocab_size)
 
 
 @pytest.fixture(scope="module")

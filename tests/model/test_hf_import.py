@@ -22,6 +22,8 @@ from jointrl.model.generate import generate as jointrl_generate
 from jointrl.model.hf_import import import_config, import_pretrained, import_state_dict
 from jointrl.rl.commands.cli import main
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread each
+
 # Odd sizes throughout; every type has latent attention with rotary (or unrotated) dims and MoE layers. An eps
 # of 1e-2 makes the fixed 1e-6 of the latent norms visible in the logits.
 COMMON = dict(
@@ -65,13 +67,6 @@ MAX_REL_DIFF = 1e-4
 SHARD = "40KB"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the tensors are tiny, and on a busy 2-core machine more threads only contend."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def hf_model(model_type: str, update: dict):
