@@ -48,13 +48,17 @@ def indexer_scores(
     With indices [B, T, K]: the listed slots, [B, T, K], -inf where the index is -1.
     """
     q, weights, k = q.float(), weights.float(), k.float()
-    if indices is None:
+    # Scoring every slot and picking the listed ones is the same numbers; where S * Hi is at most K * I
+    # (CPU training lengths) it also moves less memory than gathering [B, T, K, I] and scattering it back.
+    if indices is None or q.shape[2] * k.shape[1] <= indices.shape[-1] * k.shape[-1]:
         scores = q.new_zeros(q.shape[0], q.shape[1], k.shape[1])  # [B, T, S]
         # One head at a time keeps the live intermediate at [B, T, S] rather than [B, T, Hi, S].
         for h in range(q.shape[2]):
             dots = torch.einsum("bti,bsi->bts", q[:, :, h], k)
             scores = scores + weights[:, :, h, None] * dots.relu()
-        return scores
+        if indices is None:
+            return scores
+        return scores.gather(-1, indices.clamp_min(0)).masked_fill(indices < 0, float("-inf"))
     picked = _gather_slots(k, indices)  # [B, T, K, I]
     dots = torch.einsum("bthi,btki->bthk", q, picked)
     scores = torch.einsum("bthk,bth->btk", dots.relu(), weights)
@@ -101,6 +105,31 @@ def _listed_probs(q: torch.Tensor, picked: torch.Tensor, listed: torch.Tensor, s
     return weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
 
 
+def _listed_mask(indices: torch.Tensor, s: int) -> torch.Tensor | None:
+    """indices [B, T, K] as a [B, T, S] bool mask of listed slots, or None when a slot is listed twice."""
+    mask = torch.zeros(*indices.shape[:2], s + 1, dtype=torch.bool, device=indices.device)
+    mask.scatter_(-1, torch.where(indices < 0, s, indices), True)  # -1 lands in the spare column S
+    mask = mask[..., :s]
+    if not torch.equal(mask.sum(-1), (indices >= 0).sum(-1)):
+        return None  # duplicates weigh twice in the listed form; a mask cannot say that
+    return mask
+
+
+def _dense_is_cheaper(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor) -> bool:
+    """Whether masked dense scores [H, S] per query hold fewer elements than the gathered rows [K, E]."""
+    return q.shape[2] * kv.shape[1] <= indices.shape[-1] * kv.shape[-1]
+
+
+def _masked_probs(q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """Softmax of each head over the masked-in slots: q [B, T, H, E], kv [B, S, E], mask [B, T, S] -> [B, T, H, S]."""
+    scores = torch.einsum("bthe,bse->bths", q.float(), kv.float()) * scale
+    scores = scores.masked_fill(~mask[:, :, None, :], float("-inf"))
+    peak = scores.amax(dim=-1, keepdim=True).detach()
+    peak = peak.masked_fill(peak == float("-inf"), 0.0)
+    weights = torch.exp(scores - peak)  # 0 at slots not listed
+    return weights / weights.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+
+
 def sparse_mla_attention(
     q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, scale: float, v_dim: int
 ) -> torch.Tensor:
@@ -109,6 +138,20 @@ def sparse_mla_attention(
     q [B, T, H, E], kv [B, S, E] (values are kv[..., :v_dim]), indices [B, T, K] (-1 = none) ->
     out [B, T, H, v_dim] in q's dtype; a query with no listed slot outputs zeros.
     """
+    # Where S is short next to K * E / H (CPU training lengths), dense scores masked to the list are the
+    # same numbers for a fraction of the memory traffic: gathering [B, T, K, E] and scattering its
+    # gradient back dominated a CPU training step.
+    mask = _listed_mask(indices, kv.shape[1]) if _dense_is_cheaper(q, kv, indices) else None
+    if mask is not None:
+        probs = _masked_probs(q, kv, mask, scale)  # [B, T, H, S]
+        return torch.einsum("bths,bsc->bthc", probs, kv[..., :v_dim].float()).to(q.dtype)
+    return gathered_attention(q, kv, indices, scale, v_dim)
+
+
+def gathered_attention(
+    q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, scale: float, v_dim: int
+) -> torch.Tensor:
+    """`sparse_mla_attention` by gathering the listed rows: the literal definition, for any K and S."""
     picked = _gather_slots(kv, indices)  # [B, T, K, E]
     probs = _listed_probs(q, picked, indices >= 0, scale)  # [B, T, H, K]
     out = torch.einsum("bthk,btkc->bthc", probs, picked[..., :v_dim].float())
@@ -124,11 +167,17 @@ def attention_mass(q: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor, sca
     """
     b, t, h, e = q.shape
     mass = q.new_zeros(b, t, indices.shape[-1], dtype=torch.float32)
-    step = _query_chunk(b * indices.shape[-1] * (e + h))
+    mask = _listed_mask(indices, kv.shape[1]) if _dense_is_cheaper(q, kv, indices) else None
+    per_query = h * kv.shape[1] if mask is not None else indices.shape[-1] * (e + h)
+    step = _query_chunk(b * per_query)
     for t0 in range(0, t, step):
         t1 = min(t, t0 + step)
         chunk = indices[:, t0:t1]
-        picked = _gather_slots(kv, chunk)  # [B, t, K, E]
-        summed = _listed_probs(q[:, t0:t1], picked, chunk >= 0, scale).sum(dim=2)  # [B, t, K]
+        if mask is not None:  # the same numbers as the gathered form, as in sparse_mla_attention
+            dense = _masked_probs(q[:, t0:t1], kv, mask[:, t0:t1], scale).sum(dim=2)  # [B, t, S]
+            summed = dense.gather(-1, chunk.clamp_min(0)).masked_fill(chunk < 0, 0.0)  # [B, t, K]
+        else:
+            picked = _gather_slots(kv, chunk)  # [B, t, K, E]
+            summed = _listed_probs(q[:, t0:t1], picked, chunk >= 0, scale).sum(dim=2)  # [B, t, K]
         mass[:, t0:t1] = summed / summed.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
     return mass

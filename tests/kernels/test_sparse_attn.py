@@ -205,3 +205,51 @@ def test_bad_shapes_are_reported(triton_path):
         sparse_attn.sparse_mla_attention(q, kv, torch.zeros(1, 4, 2, dtype=torch.long), 1.0, 9)
     with pytest.raises(ValueError, match="k_valid"):
         sparse_attn.indexer_topk(q, torch.zeros(1, 4, 2), kv, torch.ones(1, 5, dtype=torch.bool), 0, 2)
+
+
+def _unique_listed(b: int, t: int, s: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    """Causal slot lists [B, T, K] without repeats (start 0), -1 padded; query 1 lists nothing."""
+    out = torch.full((b, t, k), -1, dtype=torch.long)
+    for row in range(b):
+        for i in range(t):
+            slots = torch.randperm(i + 1, generator=gen)[: min(k, i + 1)]
+            keep = slots[torch.rand(len(slots), generator=gen) < 0.75]
+            out[row, i, : len(keep)] = keep
+    out[:, 1] = -1
+    return out
+
+
+@pytest.mark.parametrize("repeats", [False, True], ids=["unique-masked-dense", "repeats-gathered"])
+def test_naive_cpu_forms_match_the_reference(repeats):
+    """The naive ops' masked-dense form (short S, unique lists) and gathered form agree with fp64 references."""
+    gen = torch.Generator().manual_seed(7)
+    b, t, h, e, c, k, hi, i = 2, 24, 2, 16, 12, 16, 2, 8
+    indices = _listed(b, t, t, k, 0, gen) if repeats else _unique_listed(b, t, t, k, gen)
+    q, kv = torch.randn(b, t, h, e, generator=gen), torch.randn(b, t, e, generator=gen)
+    dense = naive._dense_is_cheaper(q, kv, indices) and naive._listed_mask(indices, t) is not None
+    assert dense != repeats, "the case must exercise the form it names"
+    scale, grad = e**-0.5, torch.randn(b, t, h, c, generator=gen)
+    got, ref = [], []
+    for fn, dtype, sink in ((naive.sparse_mla_attention, None, got), (lambda *a: _ref_attention(*a)[0], torch.float64, ref)):
+        leaves = _leaves(q, kv, dtype=dtype)
+        out = fn(*leaves, indices, scale, c)
+        sink += [out.detach(), *torch.autograd.grad((out * grad.to(out.dtype)).sum(), leaves)]
+    for name, a, r in zip(("out", "dq", "dkv"), got, ref):
+        assert (a.double() - r).abs().max() < 1e-5, name
+    probs = _ref_attention(q, kv, indices, scale, c)[1].sum(2)
+    ref_mass = probs / probs.sum(-1, keepdim=True).clamp_min(1e-300)
+    assert (naive.attention_mass(q, kv, indices, scale).double() - ref_mass).abs().max() < 1e-6
+
+    iq, w, ik = _float_inputs(b, t, t, hi, i, gen)
+    leaves = _leaves(iq, w, ik)
+    scores = naive.indexer_scores(*leaves, indices)
+    ref_leaves = _leaves(iq, w, ik, dtype=torch.float64)
+    ref_scores = _ref_scores(*ref_leaves, indices)
+    finite = torch.isfinite(ref_scores)
+    assert torch.equal(torch.isfinite(scores), finite)
+    assert (scores[finite].double() - ref_scores[finite]).abs().max() < 1e-5
+    weight = torch.randn(scores.shape, generator=gen).masked_fill(~finite, 0)
+    grads = torch.autograd.grad(scores.masked_fill(~finite, 0).mul(weight).sum(), leaves)
+    ref_grads = torch.autograd.grad(ref_scores.masked_fill(~finite, 0).mul(weight.double()).sum(), ref_leaves)
+    for a, r in zip(grads, ref_grads):
+        assert (a.double() - r).abs().max() < 1e-5
