@@ -31,6 +31,7 @@ import torch
 from rich.console import Console
 
 from jointrl.model.checkpoint import load_state, save_pretrained
+from jointrl.model.pretrained import load_tokenizer
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rewards.alarms import RewardAlarms
@@ -168,7 +169,7 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
     init = Path(trainer_state["init"]) if trainer_state else Path(init or default_init(cfg))
     if not (init / "config.json").is_file():
         raise ValueError(f"no model checkpoint at {init}: run `jointrl sft` on the recipe first, or pass --init CKPT")
-    tokenizer = JointTokenizer.load(init)
+    tokenizer = load_tokenizer(init)
     init_state = load_state(init)
     learner_placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=torch.cuda.is_available())
     learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from jointrl.model.checkpoint import from_pretrained
-    from jointrl.model.tokenizer import JointTokenizer
+    from jointrl.model.pretrained import check_vocab, load_tokenizer
     from jointrl.rl.evaluate import evaluate, print_summary
     from jointrl.rl.recipe import load_recipe
     from jointrl.rl.run_checkpoint import model_dir, stored_recipe, write_json
@@ -110,14 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = from_pretrained(directory, device=device)
-    if not (directory / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"{directory}: no tokenizer.json; save the checkpoint with its tokenizer")
-    tokenizer = JointTokenizer.load(directory)
-    if tokenizer.vocab_size != model.cfg.vocab_size:
-        raise ValueError(
-            f"{directory}: tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
-            f"{model.cfg.vocab_size}"
-        )
+    tokenizer = load_tokenizer(directory)
+    check_vocab(tokenizer, model.cfg.vocab_size, directory)
     console.print(f"checkpoint {directory} ({model.cfg.name}) | recipe {recipe} | envs {', '.join(globs)} | "
                   f"seeds {seeds[0]}..{seeds[-1]} | samples {args.samples} | temperature {temperature:g}")
     summary = evaluate(

@@ -32,8 +32,8 @@ def _size(directory: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     """The `jointrl export` command."""
     from jointrl.model.checkpoint import from_pretrained
+    from jointrl.model.pretrained import load_tokenizer
     from jointrl.model.export import export_pretrained, export_target
-    from jointrl.model.tokenizer import JointTokenizer
     from jointrl.rl.run_checkpoint import model_dir
 
     console = Console(soft_wrap=True)
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     model = from_pretrained(source)
     # Fail on an impossible target before loading anything else.
     target = export_target(model.cfg, args.target, args.mxfp4)
-    tokenizer = JointTokenizer.load(source) if (source / "tokenizer.json").is_file() else None
+    tokenizer = load_tokenizer(source) if (source / "tokenizer.json").is_file() else None
     if tokenizer is None:
         console.print(f"note: {source} has no tokenizer; the export holds weights and config only")
     export_pretrained(model, out, tokenizer=tokenizer, mxfp4=args.mxfp4, target=target)

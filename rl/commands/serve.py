@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from jointrl.model.checkpoint import from_pretrained, use_mxfp4_experts_
+    from jointrl.model.pretrained import load_tokenizer
     from jointrl.model.mxfp4 import MXFP4Experts, mxfp4_state_dict
     from jointrl.model.tokenizer import JointTokenizer
     from jointrl.rl.recipe import load_recipe
@@ -67,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
         state = mxfp4_state_dict(model.state_dict())
         use_mxfp4_experts_(model)
         model.load_state_dict(state)
-    tokenizer = JointTokenizer.load(directory)
+    tokenizer = load_tokenizer(directory)
+    if not isinstance(tokenizer, JointTokenizer):
+        # The server streams and constrains tool calls by jointrl's own marker tokens.
+        raise ValueError(f"{directory}: serve speaks jointrl's chat format only; this checkpoint's tokenizer and chat "
+                         "template are imported (use jointrl eval, or serve it with transformers)")
     scheduler = Scheduler(model, tokenizer, max_rows=args.max_rows)
     # As vLLM does: the path as typed is the model id unless --name gives one.
     served = ServedModel(name=args.name or str(args.checkpoint), budgets=budgets, default_tier=args.default_tier, default_max_tokens=args.max_tokens)
