@@ -45,8 +45,11 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
         raise ValueError("the cold start has no demonstrations: raise trainer.sft.demos_per_env or give trainer.sft.jsonl")
     console.print(f"{len(demos)} demonstrations from {len(env_ids)} environments in {time.perf_counter() - start:.1f}s")
 
-    if cfg.tokenizer.path:
-        tokenizer = JointTokenizer.load(cfg.tokenizer.path)
+    if cfg.tokenizer.path or cfg.pretrained:
+        from jointrl.model.pretrained import load_tokenizer
+
+        # jointrl's or an imported checkpoint's own (its chat template); a pretrained model's ids are its tokenizer's.
+        tokenizer = load_tokenizer(cfg.tokenizer.path or cfg.pretrained)
     else:
         start = time.perf_counter()
         # Environment text joins the project's own text, so tool output and prompts tokenise compactly.
@@ -60,7 +63,9 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
     for line in demo_misfits(tokenizer, demos, cfg.rollout):
         console.print(f"[yellow]warning[/] {line}", highlight=False)
 
-    model = Transformer(cfg.model)
+    from jointrl.model.pretrained import load_pretrained
+
+    model = load_pretrained(cfg.pretrained, cfg.model) if cfg.pretrained else Transformer(cfg.model)
     examples = encode(tokenizer, demos, sft.max_len)
     if not examples:
         raise ValueError(

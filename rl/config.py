@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal, Mapping, NoReturn
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import jointrl.model.presets as presets
@@ -21,6 +21,7 @@ AlgorithmName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "gspo"
 # Algorithms whose advantage compares samples of the same prompt, so a group needs two or more.
 GROUP_ALGORITHMS = frozenset({"grpo", "dr_grpo", "rloo", "gspo"})
 PRESET_KEY = "preset"
+PRETRAINED_KEY = "from_pretrained"
 
 Loc = tuple[str | int, ...]
 
@@ -474,15 +475,29 @@ def preset_fields(name: str) -> dict[str, Any]:
     return dict(data["model"])
 
 
+def pretrained_fields(path: Any) -> dict[str, Any]:
+    """The ModelConfig fields of the checkpoint `model.from_pretrained` names (jointrl's, or transformers' imported)."""
+    from jointrl.model.pretrained import pretrained_config
+
+    if not isinstance(path, str) or not path:
+        fail_at("ModelConfig", (PRETRAINED_KEY,), f"expected a checkpoint directory, got {path!r}", path)
+    try:
+        return pretrained_config(path).model_dump()
+    except ValueError as err:
+        fail_at("ModelConfig", (PRETRAINED_KEY,), str(err), path)
+
+
 # Algorithms whose advantage is a baseline difference that must not be divided by a group std.
 SELF_BASELINED = ("dr_grpo", "rloo")
 
 
 class RunConfig(Section):
-    """A whole run; `model: {preset: NAME, <field>: value}` resolves into a ModelConfig."""
+    """A whole run; `model: {preset: NAME | from_pretrained: DIR, <field>: value}` resolves into a ModelConfig."""
 
     model: ModelConfig = Field(
-        ..., description="The policy: `preset` names a model preset and other keys override its ModelConfig fields."
+        ..., description="The policy: `preset` names a model preset, or `from_pretrained` a checkpoint directory "
+        "(jointrl's, or a transformers kimi_linear / deepseek_v3 / deepseek_v32 one, imported on the fly) whose "
+        "weights and tokenizer the cold start starts from; other keys override its ModelConfig fields."
     )
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer source or training options.")
     envs: EnvsConfig = Field(default_factory=EnvsConfig, description="Environment mix and seed ranges.")
@@ -494,17 +509,39 @@ class RunConfig(Section):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="Metrics and run files.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Run checkpoints.")
     plan: PlanConfig = Field(default_factory=PlanConfig, description="Hardware of the layout `jointrl plan` prints.")
+    # model.from_pretrained as given; the resolved fields are in `model`, the weights are read by the cold start.
+    _pretrained: str | None = PrivateAttr(None)
+
+    @property
+    def pretrained(self) -> str | None:
+        """The checkpoint directory `model.from_pretrained` names, or None for a fresh model."""
+        return self._pretrained
 
     @field_validator("model", mode="before")
     @classmethod
     def _resolve_preset(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping) or PRESET_KEY not in value:
+        if not isinstance(value, Mapping) or not {PRESET_KEY, PRETRAINED_KEY} & set(value):
             return value
         fields = dict(value)
+        if PRESET_KEY in fields and PRETRAINED_KEY in fields:
+            fail_at("ModelConfig", (PRETRAINED_KEY,), f"{PRETRAINED_KEY} and {PRESET_KEY} both name the model; keep "
+                    "one (other keys override either)", fields[PRETRAINED_KEY])
+        if PRETRAINED_KEY in fields:
+            return {**pretrained_fields(fields.pop(PRETRAINED_KEY)), **fields}
         name = fields.pop(PRESET_KEY)
         if not isinstance(name, str):
             fail_at("ModelConfig", (PRESET_KEY,), f"expected a preset name, got {name!r}", name)
         return {**preset_fields(name), **fields}
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_pretrained(cls, data: Any, handler) -> RunConfig:
+        model = data.get("model") if isinstance(data, Mapping) else None
+        path = model.get(PRETRAINED_KEY) if isinstance(model, Mapping) else None
+        config = handler(data)
+        if path is not None:
+            config._pretrained = path
+        return config
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 import jointrl.model.presets as presets
 from jointrl.model.config import ModelConfig
-from jointrl.rl.config import PRESET_KEY, RunConfig
+from jointrl.rl.config import PRESET_KEY, PRETRAINED_KEY, RunConfig
 
 Key = tuple[str | int, ...]
 INCLUDE_KEY = "include"
@@ -343,7 +343,7 @@ def _known_keys(loc: Key) -> list[str]:
     if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
         return []
     keys = list(ann.model_fields)
-    return keys + [PRESET_KEY] if ann is ModelConfig else keys
+    return keys + [PRESET_KEY, PRETRAINED_KEY] if ann is ModelConfig else keys
 
 
 def _got(value: Any) -> str:
