@@ -10,6 +10,25 @@ def fitted_lookup_policy():
     return agent_envs.train_lookup_policy()
 
 
+@pytest.fixture(scope="session")
+def kimi_linear_sample_root(tmp_path_factory):
+    """A folder holding runs/kimi_linear_import/hf: the prepare step of recipes/kimi_linear_import.yaml."""
+    from jointrl.model.hf_sample import write_sample
+
+    root = tmp_path_factory.mktemp("kimi_linear_import")
+    write_sample(root / "runs" / "kimi_linear_import" / "hf")
+    return root
+
+
+@pytest.fixture
+def prepared_recipe(request, monkeypatch):
+    """Call with a shipped recipe's file name: runs it from a folder where its prepare step was done, if it has one."""
+    def prepare(name: str) -> None:
+        if name == "kimi_linear_import.yaml":
+            monkeypatch.chdir(request.getfixturevalue("kimi_linear_sample_root"))
+    return prepare
+
+
 @pytest.fixture(scope="module")
 def lookup_policy(fitted_lookup_policy):
     """The fitted policy, with the test env ids registered here for the module's duration only."""

@@ -317,7 +317,8 @@ SHIPPED = sorted(p.name for p in shipped_recipes_dir().glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_recipes_are_valid(name):
+def test_shipped_recipes_are_valid(name, prepared_recipe):
+    prepared_recipe(name)
     load_recipe(shipped_recipes_dir() / name)
 
 

@@ -1,5 +1,7 @@
-"""Shipped recipes end to end through the real commands: ep2_cpu (expert parallel) and gspo_async (bounded staleness)."""
+"""Shipped recipes end to end through the real commands: ep2_cpu (expert parallel), gspo_async (bounded staleness),
+blackbox_agent and kimi_linear_import (an imported checkpoint)."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +78,24 @@ def test_blackbox_agent_recipe_trains_on_the_tokens_the_server_recorded(tmp_path
         assert m["episode/failed"] == 0.0 and m["learner/tokens"] > 0
         # The learner recomputed the log-probs the server sampled with: the same tokens, so rounding only.
         assert m["mismatch/abs_logdiff"] < 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_kimi_linear_import_recipe_trains_an_imported_checkpoint_with_its_own_tokenizer(tmp_path, prepared_recipe):
+    """SFT and 2 RL steps from a transformers kimi_linear checkpoint, its Kimi-style chat template in the agent loop."""
+    prepared_recipe("kimi_linear_import.yaml")  # the recipe's prepare step: python -m jointrl.model.hf_sample
+    run = [f"tracking.run_dir={tmp_path}", "trainer.steps=2", "checkpoint.every=2", "tracking.wandb_mode=disabled"]
+    cfg = load_recipe("kimi_linear_import", run)
+    assert cfg.pretrained == "runs/kimi_linear_import/hf" and cfg.model.name == "kimi_linear"
+    assert main(["sft", "kimi_linear_import", *run]) == 0
+    assert main(["train", "kimi_linear_import", *run]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2]
+    for m in lines:
+        assert m["episode/failed"] == 0.0 and m["learner/tokens"] > 0
+        assert m["mismatch/abs_logdiff"] < 1e-3
+    step = tmp_path / "checkpoints" / "rl" / "step-00000002"
+    assert (step / "model" / "tokenizer.json").read_bytes() == (
+        Path("runs/kimi_linear_import/hf/tokenizer.json").read_bytes())
+    assert main(["eval", str(step), "--envs", "terminal/text-count-v0:easy", "--seeds", "1000000", *run[:1]]) == 0

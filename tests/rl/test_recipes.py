@@ -16,7 +16,8 @@ def test_the_run_recipes_are_shipped():
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_recipe_check_passes(name, capsys):
+def test_recipe_check_passes(name, capsys, prepared_recipe):
+    prepared_recipe(name)
     assert main(["recipe", "check", name]) == 0
     out, err = capsys.readouterr()
     assert err == "" and out.startswith("model:")
