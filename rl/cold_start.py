@@ -11,6 +11,8 @@ from rich.console import Console
 
 from jointrl.model.chat import render_text
 from jointrl.model.checkpoint import save_pretrained
+from jointrl.model.pretrained import check_vocab, load_pretrained, load_tokenizer
+from jointrl.model.hf_tokenizer import HFTokenizer
 from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
 from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
@@ -24,7 +26,7 @@ class ColdStart:
     """What the cold start produced."""
 
     model: Transformer
-    tokenizer: JointTokenizer
+    tokenizer: JointTokenizer | HFTokenizer
     checkpoint: Path
     env_ids: list[str]
     demos: int
@@ -46,8 +48,6 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
     console.print(f"{len(demos)} demonstrations from {len(env_ids)} environments in {time.perf_counter() - start:.1f}s")
 
     if cfg.tokenizer.path or cfg.pretrained:
-        from jointrl.model.pretrained import load_tokenizer
-
         # jointrl's or an imported checkpoint's own (its chat template); a pretrained model's ids are its tokenizer's.
         tokenizer = load_tokenizer(cfg.tokenizer.path or cfg.pretrained)
     else:
@@ -57,13 +57,10 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
                       (render_text(d.messages, d.tools, d.tier) for d in demos))
         tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
         console.print(f"tokenizer: {tokenizer.vocab_size} tokens, trained in {time.perf_counter() - start:.1f}s")
-    if tokenizer.vocab_size != cfg.model.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} tokens but model.vocab_size is {cfg.model.vocab_size}")
+    check_vocab(tokenizer, cfg.model.vocab_size, cfg.tokenizer.path or cfg.pretrained or "the trained tokenizer")
 
     for line in demo_misfits(tokenizer, demos, cfg.rollout):
         console.print(f"[yellow]warning[/] {line}", highlight=False)
-
-    from jointrl.model.pretrained import load_pretrained
 
     model = load_pretrained(cfg.pretrained, cfg.model) if cfg.pretrained else Transformer(cfg.model)
     examples = encode(tokenizer, demos, sft.max_len)
