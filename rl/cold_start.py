@@ -18,7 +18,9 @@ from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.sft import Conversation, encode, read_jsonl, train_sft
+from jointrl.rl.progress import Progress
+from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
+from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
 
 
 @dataclass
@@ -33,8 +35,13 @@ class ColdStart:
     losses: list[float]
 
 
-def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
-    """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it."""
+def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> ColdStart:
+    """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it.
+
+    A run directory whose SFT checkpoint or metrics exist is refused unless overwrite, which deletes them.
+    """
+    run_dir = Path(cfg.tracking.run_dir)
+    claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE], stage="sft", overwrite=overwrite)
     torch.manual_seed(cfg.trainer.seed)
     sft = cfg.trainer.sft
     env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
@@ -42,7 +49,7 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
     seeds = list(range(cfg.envs.train_seeds.start, cfg.envs.train_seeds.start + sft.demos_per_env))
     demos: list[Conversation] = collect_demos(env_ids, seeds)
     for path in sft.jsonl:
-        demos += read_jsonl(path)
+        demos += read_conversations(path)
     if not demos:
         raise ValueError("the cold start has no demonstrations: raise trainer.sft.demos_per_env or give trainer.sft.jsonl")
     console.print(f"{len(demos)} demonstrations from {len(env_ids)} environments in {time.perf_counter() - start:.1f}s")
@@ -72,18 +79,24 @@ def cold_start(cfg: RunConfig, console: Console) -> ColdStart:
     cut = sum(len(tokenizer.render(d.messages, d.tools, d.tier)) > sft.max_len + 1 for d in demos)
     console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
 
-    def log(step: int, loss: float) -> None:
-        if step == 1 or step % 10 == 0:
-            console.print(f"step {step:4d}  loss {loss:.3f}")
-
     start = time.perf_counter()
-    losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
-                       pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, log=log)
+    tracker = Tracker(cfg, run_dir, stage="sft", console=console)
+    steps = sft_steps(len(examples), sft.batch_size, sft.epochs)
+    try:
+        with Progress(console, "SFT", steps) as progress:
+            def log(step: int, metrics: dict[str, float]) -> None:
+                tracker.log(step, {f"sft/{name}": value for name, value in metrics.items()})
+                progress.advance(info=f"loss {metrics['loss']:.3f}")
+
+            losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
+                               pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, log=log)
+    finally:
+        tracker.finish()
     tail = losses[-5:]
     console.print(f"{len(losses)} steps in {time.perf_counter() - start:.0f}s: loss {losses[0]:.3f} -> "
                   f"{sum(tail) / len(tail):.3f} (mean of the last {len(tail)})")
     checkpoint = save_pretrained(model, checkpoint_dir(cfg) / "sft", tokenizer=tokenizer)
-    console.print(f"checkpoint {checkpoint}")
+    print_places(console, "SFT finished:", [("checkpoint", str(checkpoint)), *tracker.places()])
     return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
 
 

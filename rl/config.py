@@ -429,6 +429,16 @@ class TrackingConfig(Section):
     wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="wandb mode.")
     run_dir: str = Field("runs", min_length=1, description="Directory for run files (metrics JSONL, logs, checkpoints).")
     console: bool = Field(True, description="Print a progress line per step.")
+    run_name: str | None = Field(
+        None, min_length=1, description="wandb run name of the RL stage (SFT's adds '-sft'); null = '<run_dir name>-<start time>'."
+    )
+    group: str | None = Field(None, min_length=1, description="wandb group; null = the run_dir's name (SFT and RL together).")
+    tags: list[str] = Field(default_factory=list, description="wandb tags of the run.")
+    notes: str | None = Field(None, description="wandb notes of the run.")
+    save_rollouts: bool = Field(True, description="Write each RL step's episodes to run_dir/rollouts/ as Parquet.")
+    samples_every: int = Field(
+        10, ge=0, description="RL steps between wandb tables of sample completions (best and worst per domain); 0 = never."
+    )
 
 
 class CheckpointConfig(Section):

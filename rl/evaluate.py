@@ -33,6 +33,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rewards import RewardMixer, RewardTable
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.config import RunConfig
+from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.trajectory import Trajectory
@@ -252,11 +253,28 @@ def eval_tasks(
     return tasks
 
 
+class _CountedLoop(AgentLoop):
+    """The agent loop, advancing a progress display as each episode ends."""
+
+    def __init__(self, *args, progress: Progress):
+        super().__init__(*args)
+        self.progress = progress
+
+    # AgentLoop.run takes no per-episode callback; _finish runs once for every episode that started.
+    def _finish(self, key: int, state, error: str | None = None) -> Trajectory:
+        trajectory = super()._finish(key, state, error)
+        self.progress.advance(info=f"{state.episode.env_id} seed {state.episode.seed}")
+        return trajectory
+
+
 def play(
     model: Transformer, tokenizer: JointTokenizer, cfg: RunConfig, tasks: list[Task],
-    temperature: float = 0.0, seed: int = 0, max_rows: int = 32,
+    temperature: float = 0.0, seed: int = 0, max_rows: int = 32, console: Console | None = None,
 ) -> list[Trajectory]:
-    """Play tasks with the recipe's rollout limits; temperature > 0 samples from a generator seeded with seed."""
+    """Play tasks with the recipe's rollout limits; temperature > 0 samples from a generator seeded with seed.
+
+    With a console, a progress display counts the episodes as they end.
+    """
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     engine = Engine(
@@ -264,19 +282,27 @@ def play(
         pad_id=tokenizer.pad_id,
     )
     sampling = SamplingParams(temperature=temperature, top_p=cfg.rollout.top_p, top_k=cfg.rollout.top_k)
-    with torch.no_grad():
-        return AgentLoop(engine, tokenizer, LoopLimits.from_rollout(cfg.rollout), sampling).run(tasks)
+    with torch.no_grad(), Progress(console, "eval", len(tasks), unit="episode") as progress:
+        trajectories = _CountedLoop(engine, tokenizer, LoopLimits.from_rollout(cfg.rollout), sampling,
+                                    progress=progress).run(tasks)
+        # Episodes whose env failed to reset end without _finish; count them so the display ends at the total.
+        if progress.done < len(tasks):
+            progress.advance(len(tasks) - progress.done)
+    return trajectories
 
 
 def evaluate(
     model: Transformer, tokenizer: JointTokenizer, cfg: RunConfig, env_ids: Sequence[str], seeds: Sequence[int],
     temperature: float = 0.0, max_rows: int = 32, *, tiers: Sequence[str] | None = None, samples: int = 1,
-    seed: int = 0,
+    seed: int = 0, console: Console | None = None,
 ) -> EvalSummary:
-    """Play every env id (or glob) on every held-out seed, in the given tiers (None: the run's tier selection)."""
+    """Play every env id (or glob) on every held-out seed, in the given tiers (None: the run's tier selection).
+
+    With a console, a progress display counts the episodes as they end.
+    """
     seeds = check_eval_seeds(cfg, seeds)
     tasks = eval_tasks(cfg, list(env_ids), seeds, tiers, samples)
-    trajectories = play(model, tokenizer, cfg, tasks, temperature, seed, max_rows)
+    trajectories = play(model, tokenizer, cfg, tasks, temperature, seed, max_rows, console)
     settings = {
         "env_ids": sorted({t.env_id for t in tasks}), "seeds": seeds,
         "tiers": list(tiers) if tiers is not None else None, "tiers_played": sorted({t.tier for t in tasks}),

@@ -20,8 +20,11 @@ from jointrl.rl.significance import compare, domain_of, family_of
 from jointrl.rl.trainer import evaluate_state, train
 
 
-def quickstart(cfg: RunConfig, console: Console, name: str) -> None:
-    """Run the quickstart job on the recipe `name` (resolved to cfg) and print what each stage produced."""
+def quickstart(cfg: RunConfig, console: Console, name: str, *, overwrite: bool = False) -> None:
+    """Run the quickstart job on the recipe `name` (resolved to cfg) and print what each stage produced.
+
+    A run directory that holds an earlier quickstart is refused unless overwrite, which deletes its outputs.
+    """
     began = time.perf_counter()
     console.rule(f"recipe {name}")
     mix = ", ".join(f"{m.glob} x{m.weight:g}" for m in cfg.envs.mix)
@@ -32,19 +35,19 @@ def quickstart(cfg: RunConfig, console: Console, name: str) -> None:
     )
 
     console.rule("supervised cold start")
-    start = cold_start(cfg, console)
+    start = cold_start(cfg, console, overwrite=overwrite)
     sft_state = start.model.state_dict()
     seeds = f"seeds {cfg.envs.eval_seeds.start}..{cfg.envs.eval_seeds.start + cfg.trainer.eval_seeds_per_env - 1}"
 
     console.rule("held-out evaluation of the SFT checkpoint")
-    before = evaluate_state(cfg, start.tokenizer, sft_state, start.env_ids)
+    before = evaluate_state(cfg, start.tokenizer, sft_state, start.env_ids, console)
     print_summary(before, console, f"SFT checkpoint: {len(start.env_ids)} envs x held-out {seeds}")
 
     console.rule(f"joint RL: {cfg.trainer.steps} steps of {cfg.algorithm.name}")
-    result = train(cfg, init=start.checkpoint, console=console)
+    result = train(cfg, init=start.checkpoint, overwrite=overwrite, console=console)
 
     console.rule("held-out evaluation after RL")
-    after = evaluate_state(cfg, start.tokenizer, result.state, start.env_ids)
+    after = evaluate_state(cfg, start.tokenizer, result.state, start.env_ids, console)
     print_summary(after, console, f"after {result.steps} RL steps: same tasks")
     print_comparison(before, after, console)
     console.print(f"quickstart finished in {time.perf_counter() - began:.0f}s; RL checkpoint {result.checkpoint}")

@@ -1,14 +1,16 @@
 """Supervised cold start: next-token loss on the assistant tokens of rendered conversations.
 
 Shape legend: B = sequences per batch, T = longest sequence in the batch.
-Conversations are OpenAI-format messages (environment demonstrations, JSONL files, synthetic chats);
-they are rendered with the chat template, so the model learns exactly the format rollouts parse.
+Conversations are OpenAI-format messages (environment demonstrations, JSONL or Parquet files such as a
+run's rollouts, synthetic chats); they are rendered with the chat template, so the model learns exactly
+the format rollouts parse.
 """
 from __future__ import annotations
 
 import json
 import math
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -18,6 +20,7 @@ import torch.nn.functional as F
 
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import ModelOutput, Transformer
+from jointrl.rl.progress import datasets_quiet
 
 
 @dataclass
@@ -42,16 +45,65 @@ class SFTBatch:
 
 def read_jsonl(path: str | Path) -> list[Conversation]:
     """Conversations from a JSONL file, one {"messages", "tools"?, "tier"?} object per line."""
+    # Read line by line rather than through datasets' JSON loader, whose errors name no line.
     conversations = []
     for line_no, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            conversations.append(Conversation(record["messages"], record.get("tools"), record.get("tier")))
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            conversations.append(_conversation(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{path}:{line_no}: not a conversation record ({err})") from err
     return conversations
+
+
+def read_parquet(path: str | Path) -> list[Conversation]:
+    """Conversations from a Parquet file with a messages column (tools, tier optional), e.g. a rollouts shard."""
+    import datasets
+
+    with datasets_quiet():
+        table = datasets.Dataset.from_parquet(str(path))
+    if "messages" not in table.column_names:
+        raise ValueError(f"{path}: no 'messages' column (columns: {', '.join(table.column_names)})")
+    conversations = []
+    for row_no, record in enumerate(table):
+        try:
+            conversations.append(_conversation(record))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}: row {row_no}: not a conversation record ({err})") from err
+    return conversations
+
+
+def read_conversations(path: str | Path) -> list[Conversation]:
+    """Conversations from a .jsonl or a .parquet file of OpenAI-format messages."""
+    readers = {".jsonl": read_jsonl, ".parquet": read_parquet}
+    suffix = Path(path).suffix
+    if suffix not in readers:
+        raise ValueError(f"{path}: SFT data must be a .jsonl or a .parquet file, got {suffix or 'no suffix'!r}")
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such SFT data file")
+    return readers[suffix](path)
+
+
+def _without_nulls(value):
+    # Parquet gives every struct the union of all rows' keys, absent ones as null; the chat format has no nulls.
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _conversation(record: dict) -> Conversation:
+    messages = record["messages"]
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
+        raise ValueError("messages must be a list of {role, content, ...} objects")
+    # An assistant turn that only calls tools has content null, which the format keeps.
+    messages = [{"content": m.get("content"), **_without_nulls(m)} for m in messages]
+    tools = record.get("tools")
+    if isinstance(tools, str):
+        tools = json.loads(tools)  # rollouts store tools as JSON text: their schemas differ from row to row
+    return Conversation(messages, _without_nulls(tools) or None, record.get("tier"))
 
 
 def encode(tokenizer: JointTokenizer, conversations: Iterable[Conversation], max_len: int) -> list[tuple[list[int], list[int]]]:
@@ -93,6 +145,11 @@ def sft_loss(model: Transformer, batch: SFTBatch) -> tuple[torch.Tensor, ModelOu
     return (nll * mask).sum() / mask.sum().clamp_min(1), out
 
 
+def sft_steps(examples: int, batch_size: int, epochs: int) -> int:
+    """How many optimizer steps train_sft takes."""
+    return epochs * math.ceil(examples / batch_size)
+
+
 def train_sft(
     model: Transformer,
     examples: list[tuple[list[int], list[int]]],
@@ -102,18 +159,24 @@ def train_sft(
     batch_size: int,
     pad_id: int,
     seed: int = 0,
-    log: Callable[[int, float], None] | None = None,
+    log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[float]:
-    """AdamW with cosine decay over every batch of every epoch; returns the loss of each step."""
+    """AdamW with cosine decay over every batch of every epoch; returns the loss of each step.
+
+    log(step, metrics) gets after each step its loss, the learning rate it used and tokens/s (every
+    non-padding position of the batch, over the step's wall time).
+    """
     if not examples:
         raise ValueError("train_sft got no training sequences")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    total = epochs * math.ceil(len(examples) / batch_size)
+    total = sft_steps(len(examples), batch_size, epochs)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total)))
     model.train()
     losses = []
     for epoch in range(epochs):
         for batch in batches(examples, batch_size, pad_id, seed + epoch):
+            started = time.perf_counter()
+            step_lr = optimizer.param_groups[0]["lr"]
             loss, out = sft_loss(model, batch)
             optimizer.zero_grad(set_to_none=True)
             (loss + out.aux_loss).backward()
@@ -123,7 +186,7 @@ def train_sft(
             model.update_router_biases(out.expert_load)
             losses.append(loss.item())
             if log is not None:
-                log(len(losses), losses[-1])
+                seconds = max(time.perf_counter() - started, 1e-9)
+                log(len(losses), {"loss": losses[-1], "lr": step_lr, "tokens_per_s": float(batch.valid.sum()) / seconds})
     model.eval()
     return losses
-

@@ -43,13 +43,14 @@ from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import EvalSummary, evaluate
 from jointrl.rl.learner.group import LearnerGroup
+from jointrl.rl.progress import Progress
 from jointrl.rl.recipe import dump_config
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.rollout.pipeline import RolloutPipeline
 from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
-from jointrl.rl.step_metrics import episode_metrics, failed_episodes, reward_summary, staleness_metrics
-from jointrl.rl.tracking import Tracker
+from jointrl.rl.step_metrics import episode_metrics, episode_rows, failed_episodes, reward_summary, staleness_metrics
+from jointrl.rl.tracking import Tracker, claim_run_dir, print_places, rl_outputs
 
 STATE_FILE = "trainer_state.pt"
 
@@ -81,9 +82,12 @@ class _Run:
     start_step: int
 
 
-def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, console: Console | None = None) -> TrainResult:
-    """Run the recipe's RL stage from `init` (default: the recipe's SFT checkpoint), or resume it."""
+def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, overwrite: bool = False,
+          console: Console | None = None) -> TrainResult:
+    """Run the recipe's RL stage from `init` (default: the recipe's SFT checkpoint), resume it, or overwrite it."""
     console = console or Console(soft_wrap=True)
+    run_dir = Path(cfg.tracking.run_dir)
+    claim_run_dir(run_dir, rl_outputs(run_dir, checkpoint_dir(cfg) / "rl"), stage="rl", resume=resume, overwrite=overwrite)
     run = _start(cfg, init, resume, console)
     pipeline = RolloutPipeline(
         run.rollouts, run.sampler, run_seed=cfg.trainer.seed, max_staleness=cfg.rollout.max_staleness,
@@ -93,41 +97,51 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, con
     pipeline.publish(state, run.start_step)
     result = TrainResult(Path(cfg.tracking.run_dir), run.start_step, state)
     env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
+    bar = Progress(console if cfg.tracking.console else None, "RL", cfg.trainer.steps, completed=run.start_step)
     try:
-        for step in range(run.start_step, cfg.trainer.steps):
-            start = time.perf_counter()
-            batch = pipeline.next()  # rollouts, played at most max_staleness versions ago
-            mixed = run.mixer.mix([t.episode for t in batch.trajectories])  # rewards, normalised per domain
-            for trajectory, reward, parts in zip(batch.trajectories, mixed.rewards, mixed.components):
-                trajectory.reward, trajectory.rewards = reward, {k: v for k, v in parts.items() if v is not None}
-            adv = advantages_and_filters(cfg.algorithm, batch.trajectories, mixed)  # advantages + filters
-            learned = run.learner.train_step(batch.trajectories, adv.values, adv.keep)  # policy update
-            version = step + 1
-            result.state = run.learner.state_dict()
-            pipeline.publish(result.state, version)  # weight sync: the workers pick it up before their next batch
-            metrics = {
-                **mixed.metrics, **reward_summary(mixed), **adv.metrics, **learned, **episode_metrics(batch.trajectories),
-                **staleness_metrics(batch.trajectories, step),
-                "perf/rollout_s": batch.seconds, "perf/step_s": time.perf_counter() - start,
-                "perf/tokens_per_s": _sampled_tokens(batch.trajectories) / max(batch.seconds, 1e-9),
-                "rollout/worker_restarts": float(run.rollouts.restarts),
-            }
-            metrics |= run.alarms.update(metrics).metrics
-            run.tracker.log(version, metrics)
-            result.history.append(metrics)
-            for line in failed_episodes(batch.trajectories)[:3]:
-                console.print(f"[yellow]failed episode[/] {line}")
-            if cfg.trainer.eval_every and version % cfg.trainer.eval_every == 0:
-                result.evals[version] = evaluate_state(cfg, run.tokenizer, result.state, env_ids).metrics()
-                run.tracker.log_eval(version, result.evals[version])
-            if cfg.checkpoint.every and (version % cfg.checkpoint.every == 0 or version == cfg.trainer.steps):
-                result.checkpoint = _save(cfg, run, version, batch.sampler_state, result.state)
-            result.steps = version
+        with bar:
+            for step in range(run.start_step, cfg.trainer.steps):
+                start = time.perf_counter()
+                batch = pipeline.next()  # rollouts, played at most max_staleness versions ago
+                mixed = run.mixer.mix([t.episode for t in batch.trajectories])  # rewards, normalised per domain
+                for trajectory, reward, parts in zip(batch.trajectories, mixed.rewards, mixed.components):
+                    trajectory.reward, trajectory.rewards = reward, {k: v for k, v in parts.items() if v is not None}
+                adv = advantages_and_filters(cfg.algorithm, batch.trajectories, mixed)  # advantages + filters
+                learned = run.learner.train_step(batch.trajectories, adv.values, adv.keep)  # policy update
+                version = step + 1
+                result.state = run.learner.state_dict()
+                pipeline.publish(result.state, version)  # weight sync: the workers pick it up before their next batch
+                metrics = {
+                    **mixed.metrics, **reward_summary(mixed), **adv.metrics, **learned, **episode_metrics(batch.trajectories),
+                    **staleness_metrics(batch.trajectories, step),
+                    "perf/rollout_s": batch.seconds, "perf/step_s": time.perf_counter() - start,
+                    "perf/tokens_per_s": _sampled_tokens(batch.trajectories) / max(batch.seconds, 1e-9),
+                    "rollout/worker_restarts": float(run.rollouts.restarts),
+                }
+                metrics |= run.alarms.update(metrics).metrics
+                run.tracker.log(version, metrics)
+                run.tracker.log_rollouts(version, episode_rows(version, batch.trajectories, mixed.raw))
+                result.history.append(metrics)
+                for line in failed_episodes(batch.trajectories)[:3]:
+                    console.print(f"[yellow]failed episode[/] {line}")
+                if cfg.trainer.eval_every and version % cfg.trainer.eval_every == 0:
+                    summary = evaluate_state(cfg, run.tokenizer, result.state, env_ids, bar.console)
+                    result.evals[version] = summary.metrics()
+                    run.tracker.log_eval(version, result.evals[version])
+                if cfg.checkpoint.every and (version % cfg.checkpoint.every == 0 or version == cfg.trainer.steps):
+                    result.checkpoint = _save(cfg, run, version, batch.sampler_state, result.state)
+                result.steps = version
+                bar.advance(info=f"reward {metrics['reward/mean']:.3f}" if "reward/mean" in metrics else "")
     finally:
         pipeline.close()
         run.rollouts.shutdown()
         run.learner.shutdown()
         run.tracker.finish()
+    last = result.checkpoint or latest_checkpoint(checkpoint_dir(cfg) / "rl")
+    print_places(console, f"RL finished at step {result.steps}:", [
+        ("checkpoints", f"{checkpoint_dir(cfg) / 'rl'}" + (f" (last {last.name})" if last else " (none saved)")),
+        *run.tracker.places(),
+    ])
     return result
 
 
@@ -138,14 +152,17 @@ def policy_from_state(cfg: RunConfig, state: dict[str, torch.Tensor]) -> Transfo
     return model
 
 
-def evaluate_state(cfg: RunConfig, tokenizer: JointTokenizer, state: dict[str, torch.Tensor], env_ids: list[str]) -> EvalSummary:
-    """The given weights on the recipe's held-out seeds, with the trainer's eval settings."""
+def evaluate_state(
+    cfg: RunConfig, tokenizer: JointTokenizer, state: dict[str, torch.Tensor], env_ids: list[str],
+    console: Console | None = None,
+) -> EvalSummary:
+    """The given weights on the recipe's held-out seeds, with the trainer's eval settings (progress on console)."""
     model = policy_from_state(cfg, state).eval().requires_grad_(False)
     t = cfg.trainer
     seeds = list(range(cfg.envs.eval_seeds.start, cfg.envs.eval_seeds.start + t.eval_seeds_per_env))
     return evaluate(
         model, tokenizer, cfg, env_ids, seeds, temperature=t.eval_temperature, max_rows=cfg.rollout.max_rows,
-        samples=t.eval_samples, seed=t.seed,
+        samples=t.eval_samples, seed=t.seed, console=console,
     )
 
 
@@ -189,8 +206,9 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         # One chunk per worker and step keeps each worker's engine batch full; faults still isolate per task.
         chunk_size=max(1, -(-tasks // cfg.rollout.workers)),
     )
+    # Resuming with no checkpoint starts at step 0, so every metrics line of the crashed run is rolled back.
     tracker = Tracker(
-        cfg, run_dir, resume_id=run_id, resume_step=start_step if trainer_state else None, console=console,
+        cfg, run_dir, resume_id=run_id, resume_step=start_step if resume else None, console=console,
         env_mix=sampler.probabilities(),
     )
     return _Run(tokenizer, sampler, mixer, alarms, learner, rollouts, tracker, init, start_step)

@@ -159,11 +159,17 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     from jointrl.envs.swe.realcode import manifest, prepare
     from jointrl.envs.swe.realcode.sources import SOURCES, source
+    from jointrl.rl.progress import Progress
 
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     started = time.perf_counter()
-    trees = prepare.prepare()
+    trees = []
+    # prepare.prepare() is this loop; spelled out here so each package advances the progress display.
+    with Progress(Console(soft_wrap=True), "prepare", len(SOURCES), unit="package") as progress:
+        for pin in SOURCES:
+            trees.append(prepare.prepare_one(pin))
+            progress.advance(info=f"{pin.name}=={pin.version}")
     print(f"prepared {len(trees)} packages in {prepare.cache_root()} ({prepare.cache_bytes() / 1e6:.1f} MB) "
           f"in {time.perf_counter() - started:.0f} s")
     if args.mine:

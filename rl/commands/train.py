@@ -1,4 +1,4 @@
-"""`jointrl train RECIPE [--init CKPT] [--resume] [KEY=VALUE...]`: joint RL from a recipe."""
+"""`jointrl train RECIPE [--init CKPT] [--resume | --overwrite] [KEY=VALUE...]`: joint RL from a recipe."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recipe_arguments(parser)
     parser.add_argument("--init", metavar="CKPT", help="start from this model checkpoint (default: the recipe's SFT checkpoint)")
     parser.add_argument("--resume", action="store_true", help="continue from the run's last complete checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the run's earlier RL metrics, checkpoints and rollouts and start again")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,6 +25,6 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(soft_wrap=True)
     cfg = load_recipe(args.recipe, args.overrides)
-    result = train(cfg, init=Path(args.init) if args.init else None, resume=args.resume, console=console)
-    console.print(f"trained to step {result.steps}; last checkpoint {result.checkpoint}")
+    # train() ends with a summary of where the checkpoints, metrics, rollouts and wandb run are.
+    train(cfg, init=Path(args.init) if args.init else None, resume=args.resume, overwrite=args.overwrite, console=console)
     return 0

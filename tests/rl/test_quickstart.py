@@ -37,17 +37,23 @@ def test_quickstart_runs_every_stage_and_leaves_loadable_checkpoints(tmp_path, c
     rl = Path(run_dir) / "checkpoints" / "rl" / "step-00000001"
     assert from_pretrained(rl / "model").cfg.name == "debug"
     assert (Path(run_dir) / "metrics.jsonl").read_text().count("\n") == 1
+    assert len(list((Path(run_dir) / "rollouts").glob("step-*.parquet"))) == 1
+    # A second quickstart into the same directory is refused before any work, naming the flag that allows it.
+    assert main(["quickstart", "quickstart", *SHRINK, *RL_SHRINK, f"tracking.run_dir={run_dir}"]) == 1
+    assert "already holds an SFT run" in capsys.readouterr().err
 
 
 def test_sft_command_writes_the_checkpoint_where_the_recipe_says(tmp_path, capsys):
     ckpt_dir = tmp_path / "ckpts"
-    assert main(["sft", "quickstart", *SHRINK, f"checkpoint.dir={ckpt_dir}"]) == 0
+    assert main(["sft", "quickstart", *SHRINK, f"checkpoint.dir={ckpt_dir}", f"tracking.run_dir={tmp_path / 'run'}",
+                 "tracking.wandb_mode=disabled"]) == 0
     assert (ckpt_dir / "sft" / "model.safetensors").is_file()
     assert "loss" in capsys.readouterr().out
 
 
 def test_sft_with_no_sequence_inside_max_len_names_the_key(tmp_path, capsys):
-    code = main(["sft", "quickstart", *SHRINK, "trainer.sft.max_len=8", f"checkpoint.dir={tmp_path}"])
+    code = main(["sft", "quickstart", *SHRINK, "trainer.sft.max_len=8", f"checkpoint.dir={tmp_path}",
+                 f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"])
     assert code == 1
     assert "trainer.sft.max_len=8" in capsys.readouterr().err
 

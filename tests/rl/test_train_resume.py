@@ -58,7 +58,7 @@ def same(key: str, a, b) -> bool:
 @pytest.mark.timeout(900)
 def test_sigkill_after_a_checkpoint_then_resume_reproduces_the_uninterrupted_run(tmp_path):
     sft_dir = tmp_path / "sft"
-    assert main(["sft", "ep2_cpu", *RECIPE, f"checkpoint.dir={sft_dir}"]) == 0
+    assert main(["sft", "ep2_cpu", *RECIPE, f"checkpoint.dir={sft_dir}", f"tracking.run_dir={sft_dir}"]) == 0
     init = sft_dir / "sft"
     env = {**os.environ, "WANDB_MODE": "disabled"}
 

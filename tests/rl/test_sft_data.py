@@ -1,0 +1,73 @@
+"""SFT data: JSONL with file:line errors, Parquet of OpenAI messages through datasets, per-step metrics."""
+import json
+import math
+
+import datasets
+import pytest
+import torch
+
+from jointrl.model.config import ModelConfig
+from jointrl.model.presets import PRESETS
+from jointrl.model.transformer import Transformer
+from jointrl.rl.sft import read_conversations, train_sft
+
+TOOLS = [{"type": "function", "function": {"name": "shell", "description": "run a command",
+                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+CALLING = [
+    {"role": "user", "content": "count the lines"},
+    {"role": "assistant", "content": None, "reasoning_content": "use wc",
+     "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"wc -l f\"}"}}]},
+    {"role": "tool", "content": "3 f", "tool_call_id": "call_0"},
+    {"role": "assistant", "content": "3"},
+]
+PLAIN = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+
+
+def test_parquet_of_messages_reads_back_as_the_conversations_written(tmp_path):
+    path = tmp_path / "chats.parquet"
+    datasets.Dataset.from_list([
+        {"messages": CALLING, "tools": json.dumps(TOOLS), "tier": "low"},
+        {"messages": PLAIN, "tools": None, "tier": None},
+    ]).to_parquet(str(path))
+    calling, plain = read_conversations(path)
+    # Parquet stores every message with every key; keys the conversation never had come back absent.
+    assert calling.messages == CALLING and calling.tools == TOOLS and calling.tier == "low"
+    assert plain.messages == PLAIN and plain.tools is None and plain.tier is None
+
+
+def test_parquet_without_a_messages_column_names_the_file_and_columns(tmp_path):
+    path = tmp_path / "bad.parquet"
+    datasets.Dataset.from_list([{"text": "hello"}]).to_parquet(str(path))
+    with pytest.raises(ValueError, match=r"bad\.parquet: no 'messages' column \(columns: text\)"):
+        read_conversations(path)
+
+
+def test_jsonl_keeps_file_and_line_in_errors(tmp_path):
+    path = tmp_path / "chats.jsonl"
+    path.write_text(json.dumps({"messages": PLAIN}) + "\n\n" + '{"messages": [}\n')
+    with pytest.raises(ValueError, match=r"chats\.jsonl:3: not a conversation record"):
+        read_conversations(path)
+    path.write_text(json.dumps({"messages": PLAIN, "tools": TOOLS}) + "\n")
+    [conversation] = read_conversations(path)
+    assert conversation.messages == PLAIN and conversation.tools == TOOLS
+
+
+def test_other_suffixes_and_missing_files_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"must be a \.jsonl or a \.parquet file, got '\.csv'"):
+        read_conversations(tmp_path / "chats.csv")
+    with pytest.raises(ValueError, match="no such SFT data file"):
+        read_conversations(tmp_path / "absent.parquet")
+
+
+def test_train_sft_reports_loss_lr_and_tokens_per_second_each_step():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**PRESETS["debug"].model_dump()))
+    examples = [([1, 2, 3, 4, 5], [0, 0, 1, 1, 1]), ([6, 7, 8], [0, 1, 1]), ([9, 10, 11, 12], [0, 0, 1, 1])]
+    logged = []
+    losses = train_sft(model, examples, epochs=2, lr=1e-3, batch_size=2, pad_id=0, log=lambda s, m: logged.append((s, m)))
+    assert [s for s, _ in logged] == [1, 2, 3, 4]
+    assert [m["loss"] for _, m in logged] == losses
+    # Cosine decay over 4 steps: step k (from 1) trains at lr * (1 + cos(pi * (k - 1) / 4)) / 2.
+    for step, metrics in logged:
+        assert metrics["lr"] == pytest.approx(1e-3 * (1 + math.cos(math.pi * (step - 1) / 4)) / 2)
+        assert metrics["tokens_per_s"] > 0
