@@ -327,7 +327,7 @@ class Tracker:
         if self.wandb_location is None:
             found.append(("wandb", "disabled"))
         else:
-            found.append(("wandb", self.wandb_location + (f" (upload: wandb sync {self.wandb_location})" if mode == "offline" else "")))
+            found.append(("wandb", self.wandb_location + (" (offline; `wandb sync` on it uploads it)" if mode == "offline" else "")))
         return found
 
     def finish(self) -> None:
