@@ -3,8 +3,9 @@
 One step: the rollout pipeline hands over the step's trajectories (played by the workers, at most
 `rollout.max_staleness` versions behind the learner) → the reward mixer scores and normalises them per
 domain → the algorithm turns rewards into advantages and the filters drop what teaches nothing → the
-learner ranks update the policy → the new weights go to the workers → metrics are logged → periodically the
-policy is evaluated on held-out seeds and the run is checkpointed.
+learner ranks update the policy → the new weights go to the workers → metrics are logged and the step's
+episodes saved as a Parquet shard → periodically the policy is evaluated on held-out seeds and the run is
+checkpointed. A run directory that already holds an RL run is refused unless resumed or overwritten.
 
 Where this departs from the textbook algorithms:
 - One optimizer step per batch by default (`learner.updates_per_step: 1`): pi_old is the current weights, so
