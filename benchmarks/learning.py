@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     out = Path(args.out)
     cfg = load_recipe(args.recipe, [*args.overrides, f"tracking.run_dir={out / 'sft'}"])
-    start = cold_start(cfg, console)
+    # Each benchmark run is a fresh experiment: its --out directory's earlier run is replaced.
+    start = cold_start(cfg, console, overwrite=True)
     sft_state = start.model.state_dict()
 
     def evaluate_policy(state, env_ids):
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, arm_cfg, domain in runs:
         console.rule(f"RL arm {name}: {arm_cfg.trainer.steps} steps x {arm_cfg.trainer.prompts_per_step} prompts")
         arm_start = time.perf_counter()
-        result = train(arm_cfg, init=start.checkpoint, console=console)
+        result = train(arm_cfg, init=start.checkpoint, overwrite=True, console=console)
         ids = [i for i in start.env_ids if domain is None or i.split("/", 1)[0] == domain]
         summary = evaluate_policy(result.state, ids)
         histories[name], seconds[name] = result.history, time.perf_counter() - arm_start

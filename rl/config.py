@@ -403,7 +403,8 @@ class SFTConfig(Section):
     demos_per_env: int = Field(4, ge=0, description="Demonstrations played per env id of the mix (train seeds).")
     max_len: int = Field(1024, gt=1, description="Longest training sequence in tokens; longer demos are cut.")
     jsonl: list[str] = Field(
-        default_factory=list, description="Extra conversation files, one {messages, tools?, tier?} object per line."
+        default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
+        "with those columns."
     )
 
 

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                   f"seeds {seeds[0]}..{seeds[-1]} | samples {args.samples} | temperature {temperature:g}")
     summary = evaluate(
         model, tokenizer, cfg, globs, seeds, temperature=temperature, max_rows=cfg.rollout.max_rows,
-        tiers=tiers, samples=args.samples, seed=args.seed,
+        tiers=tiers, samples=args.samples, seed=args.seed, console=console,
     )
     summary.settings.update(checkpoint=str(directory), recipe=recipe, envs=globs)
     title = (f"{len(summary.settings['env_ids'])} envs x {len(seeds)} held-out seeds x {args.samples} "
