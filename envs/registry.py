@@ -3,14 +3,16 @@
 Specs are plain data, so a worker process (a Ray actor) rebuilds the same registry by itself: built-in
 domains (every sub-package of jointrl.envs) register on first use there, and third-party packages do
 so through the entry-point group
-`jointrl.envs` (each entry point is a function that calls `register`). Nothing downloads at import,
-registration or reset.
+`jointrl.envs` (each entry point is a function that calls `register`, or a module whose import does). A
+plugin whose registration raises is skipped with one logged line and its partial registrations undone, so
+one broken package never hides the other envs. Nothing downloads at import, registration or reset.
 """
 from __future__ import annotations
 
 import difflib
 import fnmatch
 import importlib
+import logging
 import pkgutil
 from importlib import metadata
 
@@ -20,6 +22,9 @@ PLUGIN_GROUP = "jointrl.envs"
 
 _SPECS: dict[str, EnvSpec] = {}
 _loaded = False
+# One line per plugin whose registration raised in this process (`jointrl envs list` and friends show them).
+_FAILED: list[str] = []
+log = logging.getLogger(__name__)
 
 
 def register(spec: EnvSpec | None = None, /, **fields) -> EnvSpec:
@@ -39,10 +44,33 @@ def _load() -> None:
     for module in builtin_domains():
         importlib.import_module(module).register()
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        before = set(_SPECS)
         try:
-            entry.load()()
-        except Exception as err:
-            raise RuntimeError(f"env plugin {entry.name!r} ({entry.value}) failed to register: {err}") from err
+            run_plugin(entry)
+        except Exception as err:  # a third party's bug must not take the built-in envs down with it
+            for env_id in set(_SPECS) - before:
+                del _SPECS[env_id]
+            _FAILED.append(plugin_failure("env", entry, err))
+            log.warning(_FAILED[-1])
+
+
+def run_plugin(entry: metadata.EntryPoint) -> None:
+    """Register one plugin: call the function an entry point names, or just import the module it names."""
+    loaded = entry.load()
+    if callable(loaded):
+        loaded()
+
+
+def plugin_failure(kind: str, entry: metadata.EntryPoint, err: BaseException) -> str:
+    """One line naming a plugin (entry point name and target) and why its registration failed."""
+    reason = " ".join(f"{type(err).__name__}: {err}".split())
+    return f"{kind} plugin {entry.name!r} ({entry.value}) failed to register and is skipped: {reason}"
+
+
+def failed_plugins() -> list[str]:
+    """The one-line report of every env plugin whose registration raised in this process."""
+    _load()
+    return list(_FAILED)
 
 
 # Subpackages of jointrl.envs that serve every domain rather than being one.
@@ -61,6 +89,7 @@ def reload_plugins() -> None:
     """Forget every spec and register the built-ins and plugins again (after installing a plugin)."""
     global _loaded
     _SPECS.clear()
+    _FAILED.clear()
     _loaded = False
     _load()
 

@@ -3,17 +3,24 @@
 A reward is `fn(episode, **params) -> float | None`; None means the reward abstains (the signal it needs is
 absent). `@register` records a function under a name, reads its keyword parameters and their types from
 the signature, and wraps it so that every reward abstains on a failed episode and never returns NaN.
+
+Packages add rewards through the entry-point group `jointrl.rewards`: each entry point names a function that
+registers rewards, or a module whose import does (a module of `@register` functions). Plugins load on the
+first lookup in each process, so a Ray actor that scores episodes finds them as the driver does; one whose
+registration raises is skipped with a one-line log message and its partial registrations undone.
 """
 from __future__ import annotations
 
 import difflib
 import functools
 import inspect
+import logging
 import math
 import re
 import types
 import typing
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Callable, Mapping
 
 from jointrl.envs.episode import Episode
@@ -24,6 +31,8 @@ REQUIRED = inspect.Parameter.empty
 SIMPLE_TYPES = (bool, int, float, str)
 
 Check = Callable[[dict[str, Any]], list[str]]
+PLUGIN_GROUP = "jointrl.rewards"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Reward:
     fn: Callable[..., float | None]
     params: Mapping[str, Param]
     check: Check | None = None
+    source: str = ""  # the defining module, and the plugin that registered it if one did
 
     @property
     def summary(self) -> str:
@@ -60,6 +70,11 @@ class Reward:
 
 
 _REWARDS: dict[str, Reward] = {}
+_plugins_loaded = False
+# The plugin being registered right now, so `register` can say where a reward came from.
+_loading: str | None = None
+# One line per plugin whose registration raised in this process.
+_FAILED: list[str] = []
 
 
 def register(name: str | None = None, *, check: Check | None = None) -> Callable:
@@ -75,21 +90,54 @@ def register(name: str | None = None, *, check: Check | None = None) -> Callable
         if key in _REWARDS and _origin(_REWARDS[key].fn.__wrapped__) != _origin(fn):
             raise ValueError(f"reward {key!r} is already registered by {_REWARDS[key].fn.__module__}")
         guarded = _guard(key, fn)
-        _REWARDS[key] = Reward(key, guarded, params, check)
+        source = f"{_loading}: {fn.__module__}" if _loading else fn.__module__
+        _REWARDS[key] = Reward(key, guarded, params, check, source)
         return guarded
 
     return wrap
 
 
+def _load_plugins() -> None:
+    global _plugins_loaded, _loading
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        before = set(_REWARDS)
+        dist = f"{entry.dist.name} {entry.dist.version}" if entry.dist else "unknown distribution"
+        _loading = f"plugin {entry.name!r} ({dist})"
+        try:
+            loaded = entry.load()
+            # An entry point naming a module registered its rewards on import; one naming a function calls it.
+            if callable(loaded):
+                loaded()
+        except Exception as err:  # a third party's bug must not take the built-in rewards down with it
+            for name in set(_REWARDS) - before:
+                del _REWARDS[name]
+            reason = " ".join(f"{type(err).__name__}: {err}".split())
+            _FAILED.append(f"reward plugin {entry.name!r} ({entry.value}) failed to register and is skipped: {reason}")
+            log.warning(_FAILED[-1])
+        finally:
+            _loading = None
+
+
+def failed_plugins() -> list[str]:
+    """The one-line report of every reward plugin whose registration raised in this process."""
+    _load_plugins()
+    return list(_FAILED)
+
+
 def get(name: str) -> Reward:
     """The reward registered as `name`; an unknown name raises ValueError suggesting close names."""
+    _load_plugins()
     if name not in _REWARDS:
         raise ValueError(unknown_message(name))
     return _REWARDS[name]
 
 
 def names() -> list[str]:
-    """Every registered reward name, sorted."""
+    """Every registered reward name (built-in and from plugins), sorted."""
+    _load_plugins()
     return sorted(_REWARDS)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Sequence
 
-from jointrl.rl.commands import envs, export, hf_import, model, plan, quickstart, recipe, serve, sft, tokenizer, train
+from jointrl.rl.commands import envs, export, hf_import, model, plan, quickstart, recipe, rewards, serve, sft, tokenizer, train
 from jointrl.rl.commands import eval as eval_command  # `eval` would shadow the builtin
 from jointrl.rl.recipe import RecipeError
 
@@ -56,7 +56,8 @@ GROUP_HELP: dict[str, str] = {
     "recipe": "validate and inspect recipes",
     "model": "inspect model presets and checkpoints",
     "tokenizer": "train and inspect the tokenizer",
-    "envs": "list, show, try and audit environments",
+    "envs": "list, show, try, check and audit environments",
+    "rewards": "inspect the registered reward functions",
 }
 
 COMMANDS: list[Command] = [
@@ -74,6 +75,12 @@ COMMANDS: list[Command] = [
         ("envs", "audit"), "how much shortcuts earn (no-op, constant, replayed, several answers), overlap, determinism",
         envs.add_audit_arguments, envs.run_audit,
     ),
+    Command(
+        ("envs", "check"), "the env contract and the audit's thresholds on a few seeds (any installed env; exit 1: broken)",
+        envs.add_check_arguments, envs.run_check,
+    ),
+    Command(("rewards", "list"), "list registered rewards (name, parameters, where from, description)",
+            rewards.add_list_arguments, rewards.run_list),
     Command(("envs", "prepare"), "fetch, verify and unpack a domain's pinned sources (swe: real packages) into the cache",
             envs.add_prepare_arguments, envs.run_prepare),
     Command(

@@ -1,4 +1,4 @@
-"""The `jointrl envs ...` commands: list the registered environments, show one, play its demo, audit them."""
+"""The `jointrl envs ...` commands: list the registered environments, show one, play its demo, check or audit them."""
 from __future__ import annotations
 
 import argparse
@@ -143,6 +143,28 @@ def run_audit(args: argparse.Namespace) -> int:
         console.print(f"FAIL {env_id}: {'; '.join(problems)}", markup=False)
     console.print(f"{len(rows) - len(failing)} of {len(rows)} ids meet the thresholds", markup=False)
     return 1 if failing else 0
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `jointrl envs check`."""
+    parser.add_argument("env_id", help="a registered env id (built-in or from an installed plugin)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds the contract and the audit play (default 3)")
+    parser.add_argument("--no-audit", action="store_true", help="check the contract only, not the audit's thresholds")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Play the env contract's rules and the audit's thresholds on a few seeds; exit 1 if any is broken."""
+    from jointrl.envs.conformance import check
+
+    if args.seeds < 2:
+        raise ValueError(f"--seeds must be >= 2 (the audit compares train and held-out seeds), got {args.seeds}")
+    problems = check(args.env_id, args.seeds, audit=not args.no_audit, same_tasks=not args.no_audit)
+    for problem in problems:
+        print(f"FAIL {args.env_id}: {problem}")
+    what = "the env contract" + ("" if args.no_audit else " and the audit's thresholds")
+    verdict = f"{len(problems)} problem{'s' * (len(problems) != 1)}" if problems else "ok"
+    print(f"{args.env_id}: {what} on {args.seeds} seeds: {verdict}")
+    return 1 if problems else 0
 
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:

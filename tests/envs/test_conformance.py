@@ -1,15 +1,16 @@
 """Every registered env id honours the contract (determinism, demo solves, no-op fails, bad calls, cleanup) and
 measures its skill (the audit's thresholds: no shortcut, no memorisable held-out set, the same task in every
 process)."""
-import json
 import os
 import tempfile
 
 import pytest
 
 from jointrl.envs import registry
+from jointrl.envs.base import Action, Env, EnvSpec
 from jointrl.envs.audit import audit_env, determinism, violations
 from jointrl.envs.base import parse_env_id
+from jointrl.envs.conformance import episode_problems
 from tests.envs import planted_envs
 
 IDS = registry.env_ids()
@@ -34,53 +35,8 @@ def _one_per_family(ids: list[str]) -> list[str]:
 SAMPLE = _one_per_family(IDS)
 
 
-def _children() -> set[int]:
-    """Pids of live children of any of this process's threads (sandboxes start from a launcher thread)."""
-    pids: set[int] = set()
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
-                pids |= {int(p) for p in f.read().split()}
-        except FileNotFoundError:
-            continue
-    return pids
-
-
-def _play(env_id: str, seed: int, temp: str) -> None:
-    # A private temp dir: what is left in it can only be this env's, whatever else runs on the machine.
-    tempfile.tempdir, previous = temp, tempfile.tempdir
-    children_before = _children()
-
-    first, second = registry.make(env_id), registry.make(env_id)
-    try:
-        obs_a, obs_b = first.reset(seed), second.reset(seed)
-        assert json.dumps(obs_a.messages, sort_keys=True) == json.dumps(obs_b.messages, sort_keys=True)
-        assert obs_a.tools == obs_b.tools
-        assert obs_a.messages and obs_a.messages[-1]["role"] == "user"
-
-        # The scripted solution scores full marks.
-        transcript = first.demo()
-        assert transcript[-1]["role"] == "assistant" and not transcript[-1].get("tool_calls")
-        signals = first.signals()
-        assert signals["success"] == 1.0, (env_id, seed, signals)
-
-        # Doing nothing and answering nothing scores zero.
-        second.answer("")
-        assert second.signals()["success"] == 0.0, (env_id, seed)
-
-        # A malformed call is an error observation, counted, and the episode goes on (an env without
-        # tools sees the call as naming an unknown tool).
-        name = obs_b.tools[0]["function"]["name"] if obs_b.tools else "no_such_tool"
-        result = second.step({"id": "c", "type": "function", "function": {"name": name, "arguments": "{not json"}})
-        assert result.error is not None and result.content.startswith("error:")
-        assert second.signals()["tool_errors"] >= 1
-    finally:
-        first.close()
-        second.close()
-        tempfile.tempdir = previous
-    leaked = os.listdir(temp)
-    assert not leaked, f"{env_id} left {sorted(leaked)} in its temp dir"
-    assert _children() <= children_before, f"{env_id} left processes behind"
+def _play(env_id: str, seed: int) -> None:
+    assert episode_problems(env_id, seed) == []
 
 
 def test_registry_is_populated():
@@ -89,15 +45,15 @@ def test_registry_is_populated():
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("env_id", IDS)
-def test_env_conformance(env_id, seed, tmp_path):
-    _play(env_id, seed, str(tmp_path))
+def test_env_conformance(env_id, seed):
+    _play(env_id, seed)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("env_id", IDS)
-def test_env_conformance_more_seeds(env_id, seed, tmp_path):
-    _play(env_id, seed, str(tmp_path))
+def test_env_conformance_more_seeds(env_id, seed):
+    _play(env_id, seed)
 
 
 def _audit_problems(env_id: str, seeds: int) -> list[str]:
@@ -141,3 +97,35 @@ def test_the_thresholds_fail_planted_envs_and_pass_an_honest_one(planted):
     same = determinism(["test/unstable-v0:easy", "test/honest-v0:easy"], ("tests.envs.planted_envs:register",),
                        per_split=1)
     assert same == {"test/unstable-v0:easy": False, "test/honest-v0:easy": True}
+
+
+class Sloppy(Env):
+    """Breaks the contract on purpose: the demo's answer scores 0, an empty answer scores 1, reset leaves a file."""
+
+    def _reset(self, seed):
+        handle, _ = tempfile.mkstemp(prefix="sloppy-")
+        os.close(handle)
+        return [{"role": "user", "content": f"Say anything about {seed}."}]
+
+    def _signals(self):
+        return {"success": float(not self.final_answer)}
+
+    def _solution(self):
+        yield Action(None, answer="something")
+
+
+@pytest.fixture
+def sloppy():
+    spec = registry.register(EnvSpec(id="test/sloppy-v0:easy", entry_point=f"{__name__}:Sloppy"))
+    yield spec.id
+    registry._SPECS.pop(spec.id)
+
+
+def test_the_conformance_check_names_every_broken_rule(sloppy):
+    problems = episode_problems(sloppy, 4)
+    assert problems[:2] == [
+        "seed 4: the demo scores success 0.0, expected 1.0",
+        "seed 4: an empty answer without tool calls scores success 1.0, expected 0.0",
+    ]
+    # Both instances reset, so two files were left; their names are random past the prefix.
+    assert len(problems) == 3 and problems[2].startswith("seed 4: left ['sloppy-") and problems[2].count("sloppy-") == 2
