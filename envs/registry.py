@@ -100,6 +100,21 @@ def env_ids(pattern: str = "*") -> list[str]:
     return sorted(i for i in _SPECS if fnmatch.fnmatchcase(i, pattern))
 
 
+def no_match_message(pattern: str) -> str:
+    """Why a glob or id selects nothing, with the closest ids or globs (`sw/*:hard` -> `swe/*:hard`)."""
+    _load()
+    # Suggest globs a user would write as well as ids: domain/*, domain/*:difficulty, domain/family-vN:*.
+    candidates = set(_SPECS)
+    for env_id in _SPECS:
+        domain, _, rest = env_id.partition("/")
+        family, _, difficulty = rest.rpartition(":")
+        candidates |= {f"{domain}/*", f"{domain}/*:{difficulty}", f"{domain}/{family}:*", f"*:{difficulty}"}
+    close = difflib.get_close_matches(pattern, sorted(candidates), n=3)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    what = "no registered env id matches" if any(c in pattern for c in "*?[") else "unknown env id"
+    return f"{what} {pattern!r}{hint}"
+
+
 def spec(env_id: str) -> EnvSpec:
     """The spec of one id; an unknown id raises naming close matches."""
     _load()

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 import jointrl.model.presets as presets
+from jointrl.envs import registry as env_registry
 from jointrl.envs.base import HELD_OUT_START
 import jointrl.rewards.registry as reward_registry
 from jointrl.model.config import ModelConfig
@@ -134,6 +135,10 @@ class EnvsConfig(Section):
         if self.eval_seeds.start < HELD_OUT_START:
             problems.append((("eval_seeds", "start"), f"eval seeds must start at or above {HELD_OUT_START} (below it "
                              f"are train tasks), got start={self.eval_seeds.start}", self.eval_seeds.start))
+        # A glob that selects nothing would fail only when the first task is drawn, without file or line.
+        for i, entry in enumerate(self.mix):
+            if not env_registry.env_ids(entry.glob):
+                problems.append((("mix", i, "glob"), env_registry.no_match_message(entry.glob), entry.glob))
         domain_globs = [entry.glob.split("/", 1)[0] for entry in self.mix]
         shares_ok = True
         for domain, share in self.domain_shares.items():

@@ -2,9 +2,11 @@
 as `file:line: key.path: message`.
 
 A recipe is parsed node by node so that every key keeps the file and line it came from; includes are
-deep-merged underneath the including file; overrides `a.b.c=value` are parsed as YAML and applied before
-the schema in `jointrl.rl.config` types and checks the tree. Schema errors are mapped back to the line of
-the key they concern.
+deep-merged underneath the including file (a key written `name!:` replaces what the includes hold under
+`name` instead of merging into it); overrides `a.b.c=value` are parsed as YAML and applied before the schema
+in `jointrl.rl.config` types and checks the tree. Schema errors are mapped back to the line of the key they
+concern. Numbers are strict: YAML `true` where the schema wants a number, or `3.0` where it wants an int,
+is an error rather than pydantic's silent 1 or 3.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from jointrl.rl.config import PRESET_KEY, PRETRAINED_KEY, RunConfig
 
 Key = tuple[str | int, ...]
 INCLUDE_KEY = "include"
+# `name!: value` in a file replaces the included value of `name` rather than merging into it.
+REPLACE_SUFFIX = "!"
 # Past this many keys a "valid keys" list stops helping and the suggestion alone is shown.
 _MAX_LISTED_KEYS = 12
 
@@ -42,6 +46,8 @@ class Location:
 
 
 Locs = dict[Key, Location]
+# Key paths a file marked `name!:`, whose included values it replaces.
+Replaced = set[Key]
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,11 @@ def _yaml_problem(exc: yaml.YAMLError, source: str) -> Problem:
     return Problem(Location(source, mark.line + 1 if mark else None), "", f"invalid YAML: {what}")
 
 
-def _parse(text: str, source: str, problems: list[Problem]) -> tuple[Any, Locs]:
-    """Parse YAML text into plain values plus the location of every key and list item."""
+def _parse(text: str, source: str, problems: list[Problem]) -> tuple[Any, Locs, Replaced]:
+    """Parse YAML text into plain values, the location of every key and list item, and the `name!:` keys."""
     loader = _RecipeLoader(text)
     locs: Locs = {}
+    replaced: Replaced = set()
 
     def build(node: yaml.Node, key: Key) -> Any:
         if len(key) > 64:
@@ -139,6 +146,9 @@ def _parse(text: str, source: str, problems: list[Problem]) -> tuple[Any, Locs]:
                 if not isinstance(name, str):
                     problems.append(Problem(Location(source, line), dotted(key), f"key {name!r} must be a string"))
                     continue
+                if name.endswith(REPLACE_SUFFIX) and len(name) > 1:
+                    name = name[: -len(REPLACE_SUFFIX)]
+                    replaced.add(key + (name,))
                 if name in out:
                     first = locs[key + (name,)].line
                     message = f"duplicate key (first at line {first})"
@@ -161,10 +171,10 @@ def _parse(text: str, source: str, problems: list[Problem]) -> tuple[Any, Locs]:
         raise RecipeError(problems + [_yaml_problem(exc, source)]) from None
     finally:
         loader.dispose()
-    return data, locs
+    return data, locs, replaced
 
 
-def _read(path: Path, problems: list[Problem], at: Location | None = None) -> tuple[Any, Locs]:
+def _read(path: Path, problems: list[Problem], at: Location | None = None) -> tuple[Any, Locs, Replaced]:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -173,12 +183,14 @@ def _read(path: Path, problems: list[Problem], at: Location | None = None) -> tu
     return _parse(text, _show_path(path), problems)
 
 
-def _merge(dst: dict, dst_locs: Locs, src: dict, src_locs: Locs, prefix: Key = ()) -> None:
-    """Deep-merge src over dst: mappings merge key by key, anything else is replaced with its locations."""
+def _merge(
+    dst: dict, dst_locs: Locs, src: dict, src_locs: Locs, prefix: Key = (), replaced: Replaced = frozenset()
+) -> None:
+    """Deep-merge src over dst: mappings merge key by key unless marked replaced; anything else is replaced."""
     for name, value in src.items():
         key = prefix + (name,)
-        if isinstance(value, dict) and isinstance(dst.get(name), dict):
-            _merge(dst[name], dst_locs, value, src_locs, key)
+        if isinstance(value, dict) and isinstance(dst.get(name), dict) and key not in replaced:
+            _merge(dst[name], dst_locs, value, src_locs, key, replaced)
         else:
             _drop_locations(dst_locs, key)
             dst[name] = value
@@ -195,7 +207,7 @@ def _load_file(
     path: Path, stack: tuple[Path, ...], problems: list[Problem], at: Location | None = None
 ) -> tuple[dict[str, Any], Locs]:
     """One recipe file with its includes merged underneath it."""
-    data, locs = _read(path, problems, at)
+    data, locs, replaced = _read(path, problems, at)
     source = _show_path(path)
     if not isinstance(data, dict):
         message = f"a recipe is a mapping of sections, got {type(data).__name__}"
@@ -219,7 +231,7 @@ def _load_file(
             raise RecipeError(problems + [Problem(include_at, INCLUDE_KEY, f"include cycle: {chain}")])
         sub, sub_locs = _load_file(target, stack + (path,), problems, include_at)
         _merge(merged, merged_locs, sub, sub_locs)
-    _merge(merged, merged_locs, data, locs)
+    _merge(merged, merged_locs, data, locs, replaced=replaced)
     return merged, merged_locs
 
 
@@ -297,7 +309,7 @@ def _note_preset_lines(data: dict, locs: Locs, problems: list[Problem]) -> None:
     path = presets.preset_path(name)
     if path is None:
         return
-    _, file_locs = _read(path, problems, locs.get(("model", PRESET_KEY)))
+    _, file_locs, _ = _read(path, problems, locs.get(("model", PRESET_KEY)))
     for key, where in file_locs.items():
         if key[:1] == ("model",) and len(key) > 1 and key[1] not in section:
             locs[key] = where
@@ -399,14 +411,41 @@ def _message(error: dict[str, Any], loc: Key) -> str:
     return text[:1].lower() + text[1:]
 
 
+def _locate(loc: Key, locs: Locs, root: Location) -> Location:
+    """Where a key path (or its nearest located parent) came from."""
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in locs:
+            return locs[loc[:end]]
+    return root
+
+
+def _wanted_number(ann: Any) -> type | None:
+    """int or float when the schema type at a key is that number (an all-int Literal counts as int), else None."""
+    if ann in (int, float):
+        return ann
+    options = typing.get_args(ann) if typing.get_origin(ann) is typing.Literal else ()
+    if options and all(type(o) is int for o in options):
+        return int
+    return None
+
+
+def _strict_numbers(value: Any, key: Key, locs: Locs, root: Location) -> list[Problem]:
+    """bool where the schema wants a number, or a float where it wants an int: pydantic would coerce both."""
+    if isinstance(value, dict):
+        return [p for name, child in value.items() for p in _strict_numbers(child, key + (name,), locs, root)]
+    if isinstance(value, list):
+        return [p for index, child in enumerate(value) for p in _strict_numbers(child, key + (index,), locs, root)]
+    wanted = _wanted_number(_annotation_at(key)) if key else None
+    if wanted is None or not (isinstance(value, bool) or (wanted is int and isinstance(value, float))):
+        return []
+    return [Problem(_locate(key, locs, root), dotted(key), f"expected {wanted.__name__}, got {_got(value)}")]
+
+
 def _explain(errors: list[dict[str, Any]], locs: Locs, root: Location) -> list[Problem]:
     """Turn pydantic errors into located problems; missing keys of one mapping become one problem."""
 
     def locate(loc: Key) -> Location:
-        for end in range(len(loc), 0, -1):
-            if loc[:end] in locs:
-                return locs[loc[:end]]
-        return root
+        return _locate(loc, locs, root)
 
     out: list[Problem] = []
     missing: dict[Key, list[str]] = {}
@@ -440,11 +479,15 @@ def load_recipe(path: str | os.PathLike[str], overrides: Iterable[str] = ()) -> 
     for text in overrides:
         _apply_override(data, locs, text, problems)
     _note_preset_lines(data, locs, problems)
+    root = Location(_show_path(found), 1)
+    problems += _strict_numbers(data, (), locs, root)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems += _explain(exc.errors(), locs, Location(_show_path(found), 1))
+        problems += _explain(exc.errors(), locs, root)
     if problems:
+        # A float where an int belongs is reported by both the strict walk and pydantic: once is enough.
+        problems = list(dict.fromkeys(problems))
         # File problems in file and line order, then the overrides' in command-line order.
         order = {_override_location(text): index for index, text in enumerate(overrides)}
 

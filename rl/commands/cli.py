@@ -62,6 +62,10 @@ GROUP_HELP: dict[str, str] = {
 
 COMMANDS: list[Command] = [
     Command(("recipe", "check"), "print a recipe's resolved config, or every problem in it", recipe.add_check_arguments, recipe.run_check),
+    Command(("recipe", "list"), "list the shipped recipes with the first line of their comment",
+            recipe.add_list_arguments, recipe.run_list),
+    Command(("recipe", "explain"), "a recipe key's type, default and description, or a section's keys",
+            recipe.add_explain_arguments, recipe.run_explain),
     Command(
         ("model", "info"),
         "parameters (total / active), layer kinds, weight and state memory of a preset or checkpoint",

@@ -156,7 +156,7 @@ GOOD = [
     {"envs": {"train_seeds": {"start": 0, "stop": 1000000}, "eval_seeds": {"start": 1000000, "stop": 1000100}}},
     {"learner": {"ranks": 4, "ep_size": 2}},
     {"rollout": {"tier_selection": {"mode": "ratios", "ratios": {"low": 0.1, "high": 0.2, "max": 0.7}}}},
-    {"envs": {"mix": [{"glob": "*/grep*"}], "domain_shares": {"terminal": 0.5, "swe": 0.5}}},
+    {"envs": {"mix": [{"glob": "*/*:easy"}], "domain_shares": {"terminal": 0.5, "swe": 0.5}}},
 ]
 
 
