@@ -7,8 +7,10 @@ without giving up its reserved resources.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -16,6 +18,10 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+# Ray names its unix sockets under the temp dir (`session_<date>_<pid>/sockets/plasma_store`, about 62
+# characters) and a socket path may not pass 107: a run directory deeper than this keeps Ray's default.
+MAX_RAY_TEMP_DIR = 44
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 @dataclass(frozen=True)
@@ -117,16 +123,42 @@ def learner_cpus(cpus: int, free: int, workers: int, ranks: int) -> int:
     return max(1, min(wanted, (free - workers) // ranks))
 
 
-def start_ray(workers: int, ranks: int, gpus: bool) -> Placement | None:
-    """Start a local Ray session sized for the job unless one runs; the learner ranks' placement (None: default).
+def ray_temp_dir(run_dir: str | os.PathLike[str] | None) -> str | None:
+    """`<run_dir>/ray`, where a local session keeps its logs, or None where that path is too long for Ray's sockets."""
+    if run_dir is None:
+        return None
+    path = Path(run_dir).resolve() / "ray"
+    return str(path) if len(str(path)) <= MAX_RAY_TEMP_DIR else None
+
+
+def start_ray(
+    workers: int, ranks: int, gpus: bool, address: str | None = None, run_dir: str | os.PathLike[str] | None = None
+) -> Placement | None:
+    """Start a local Ray session sized for the job, or join the cluster at `address` (`auto` or host:port), unless
+    one runs; the learner ranks' placement (None: default).
 
     Without GPUs the ranks share the machine's cores with the rollout workers. Rollout and learning alternate
     in synchronous mode, so the learner may use every core: Ray's CPU counts are logical and shares overlap.
+    A local session writes its logs under `<run_dir>/ray` (session_latest/logs) when that path is short enough.
     """
     cpus = os.cpu_count() or 1
     if not ray.is_initialized():
-        wanted = ranks * max(1, cpus // ranks) if not gpus else ranks
-        ray.init(num_cpus=max(cpus, workers + wanted), include_dashboard=False, log_to_driver=False)
+        # Ray keeps token authentication on by default and says so in a warning on every start; the setting is
+        # right, the line is noise. (RAY_AUTH_MODE would silence it too, but Ray reads it only when imported.)
+        logging.getLogger(RAY_AUTH_LOGGER).setLevel(logging.ERROR)
+        quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
+        if address:
+            try:
+                ray.init(address=address, **quiet)
+            except ConnectionError as err:
+                # Ray joins an explicit address with token authentication only when told to before it is imported.
+                raise ValueError(f"ray.address={address!r}: {err}; is its head up (`ray start --head`)? A cluster "
+                                 "with token authentication needs RAY_AUTH_MODE=token and its token here") from err
+        else:
+            wanted = ranks * max(1, cpus // ranks) if not gpus else ranks
+            temp_dir = ray_temp_dir(run_dir)
+            ray.init(num_cpus=max(cpus, workers + wanted), include_dashboard=False,
+                     **({"_temp_dir": temp_dir} if temp_dir else {}), **quiet)
     if gpus:
         return None
     free = int(ray.available_resources().get("CPU", 0))

@@ -455,6 +455,16 @@ class CheckpointConfig(Section):
     keep_last: int = Field(3, ge=1, description="Most recent complete checkpoints kept on disk.")
 
 
+class RayConfig(Section):
+    """The Ray session a run's rollout workers and learner ranks live in."""
+
+    address: str | None = Field(
+        None, min_length=1, description="null = start a local Ray session for the run (its logs under the run "
+        "directory's ray/); 'auto' = join the cluster started on this machine with `ray start --head`; "
+        "'host:port' = join the cluster whose head listens there (export RAY_AUTH_MODE=token and its token first)."
+    )
+
+
 class PlanConfig(Section):
     """The hardware `jointrl plan` lays the recipe out on; nothing that runs a job reads it."""
 
@@ -525,6 +535,7 @@ class RunConfig(Section):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="Metrics and run files.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Run checkpoints.")
     plan: PlanConfig = Field(default_factory=PlanConfig, description="Hardware of the layout `jointrl plan` prints.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Local Ray session or an existing cluster to join.")
     # model.from_pretrained as given; the resolved fields are in `model`, the weights are read by the cold start.
     _pretrained: str | None = PrivateAttr(None)
 

@@ -306,7 +306,7 @@ def test_dump_is_stable_and_reloads_to_the_same_config(tmp_path, recipe):
     text = dump_config(cfg)
     assert list(yaml.safe_load(text)) == [
         "model", "tokenizer", "envs", "rewards", "rollout", "algorithm", "learner", "trainer", "tracking", "checkpoint",
-        "plan",
+        "plan", "ray",
     ]
     assert dump_config(load_recipe(recipe, ["learner.lr=1e-5", "trainer.steps=7"])) == text
     again = load_recipe(write(tmp_path / "dumped.yaml", text))
