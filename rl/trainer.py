@@ -189,7 +189,8 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         raise ValueError(f"no model checkpoint at {init}: run `jointrl sft` on the recipe first, or pass --init CKPT")
     tokenizer = load_tokenizer(init)
     init_state = load_state(init)
-    learner_placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=torch.cuda.is_available())
+    learner_placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=torch.cuda.is_available(),
+                                  address=cfg.ray.address, run_dir=cfg.tracking.run_dir)
     learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
     sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(cfg.rewards.alarms)
     start_step, run_id = 0, None
