@@ -18,6 +18,7 @@ from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
+from jointrl.rl.drill import drill_pairs, train_drill
 from jointrl.rl.progress import Progress
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
@@ -79,6 +80,9 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     cut = sum(len(tokenizer.render(d.messages, d.tools, d.tier)) > sft.max_len + 1 for d in demos)
     console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
 
+    if sft.drill_steps:
+        copy_drill(cfg, model, tokenizer, demos, env_ids, console)
+
     start = time.perf_counter()
     tracker = Tracker(cfg, run_dir, stage="sft", console=console)
     steps = sft_steps(len(examples), sft.batch_size, sft.epochs)
@@ -98,6 +102,26 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     checkpoint = save_pretrained(model, checkpoint_dir(cfg) / "sft", tokenizer=tokenizer)
     print_places(console, "SFT finished:", [("checkpoint", str(checkpoint)), *tracker.places()])
     return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
+
+
+def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation], env_ids: list[str],
+               console: Console) -> list[float]:
+    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id."""
+    sft = cfg.trainer.sft
+    first = cfg.envs.train_seeds.start + sft.demos_per_env
+    start = time.perf_counter()
+    extra = collect_demos(env_ids, list(range(first, first + sft.drill_demos_per_env)))
+    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra)]
+    console.print(f"copy drill: {len(encoded)} (message -> reply) pairs from {len(demos) + len(extra)} "
+                  f"demonstrations in {time.perf_counter() - start:.1f}s")
+    start = time.perf_counter()
+    with Progress(console, "drill", sft.drill_steps) as progress:
+        losses = train_drill(model, encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
+                             pack=sft.drill_pack, max_len=sft.max_len, pad_id=tokenizer.pad_id, seed=cfg.trainer.seed,
+                             log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"))
+    console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
+                  f"{losses[-1]:.3f}")
+    return losses
 
 
 def checkpoint_dir(cfg: RunConfig) -> Path:

@@ -407,6 +407,14 @@ class SFTConfig(Section):
     batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step.")
     demos_per_env: int = Field(4, ge=0, description="Demonstrations played per env id of the mix (train seeds).")
     max_len: int = Field(1024, gt=1, description="Longest training sequence in tokens; longer demos are cut.")
+    drill_steps: int = Field(
+        0, ge=0, description="Copy-drill steps before SFT (rl/drill.py): packed (message -> reply) pairs of the "
+        "demonstrations, loss on every token; 0 = no drill."
+    )
+    drill_demos_per_env: int = Field(
+        0, ge=0, description="Extra demonstrations per env id for the drill's pairs (train seeds after the SFT demos')."
+    )
+    drill_pack: int = Field(8, ge=1, description="(message -> reply) pairs packed into one drill sequence.")
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."

@@ -1,0 +1,69 @@
+"""The copy drill: which (message -> reply) pairs it takes, how it packs them, and that training on them runs."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from jointrl.model.presets import PRESETS
+from jointrl.model.transformer import Transformer
+from jointrl.rl.drill import PAIR_CHARS, drill_batch, drill_pairs, train_drill
+from jointrl.rl.sft import Conversation
+
+
+def _call(arguments: str) -> dict:
+    return {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+
+
+def test_pairs_are_each_assistant_turn_with_the_message_it_answers():
+    long_output = "x" * (PAIR_CHARS + 50) + "tail"
+    conv = Conversation([
+        {"role": "system", "content": "You are in a shell."},
+        {"role": "user", "content": "Count `pillow` in `a.md`."},
+        {"role": "assistant", "content": None, "reasoning_content": "grep", "tool_calls": [_call('{"command": "grep -c pillow a.md"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": long_output},
+        {"role": "assistant", "content": "141", "reasoning_content": "printed"},
+        {"role": "assistant", "content": "again"},  # answers no message: not a pair
+        {"role": "user", "content": "Thanks."},
+        {"role": "assistant", "content": ""},  # says nothing: not a pair
+    ])
+    assert drill_pairs([conv]) == [
+        'Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n',
+        long_output[-PAIR_CHARS:] + "\n> 141\n",
+    ]
+
+
+def test_a_batch_row_packs_whole_distinct_pairs_and_is_cut_at_max_len():
+    # Pair i is [10i, 10i + 1, ..., 10i + 2]: a row splits back into whole pairs only if it packed whole pairs.
+    encoded = [[10 * i, 10 * i + 1, 10 * i + 2] for i in range(1, 30)]
+    tokens, valid = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=random.Random(0))
+    assert tokens.shape == (5, 12) and bool(valid.all())
+    for row in tokens.tolist():
+        heads = row[0::3]
+        assert all(row[j:j + 3] == [h, h + 1, h + 2] for j, h in zip(range(0, 12, 3), heads))
+        assert len(set(heads)) == 4, "a row repeats a pair"
+    cut, cut_valid = drill_batch(encoded, pack=4, batch_size=2, max_len=6, pad_id=0, rng=random.Random(0))
+    assert cut.shape == (2, 7) and bool(cut_valid.all())
+
+
+def test_training_on_copy_pairs_lowers_the_loss():
+    torch.manual_seed(0)
+    cfg = PRESETS["debug"].model_copy(update={"vocab_size": 64})
+    model = Transformer(cfg)
+    rng = random.Random(1)
+    # "word ; word": the second half is a copy, so the loss can only fall far by learning to copy.
+    encoded = []
+    for _ in range(200):
+        word = [rng.randrange(8, 64) for _ in range(3)]
+        encoded.append([1, *word, 2, *word, 3])
+    losses = train_drill(model, encoded, steps=60, lr=3e-3, batch_size=8, pack=6, max_len=64, pad_id=0, seed=0)
+    assert len(losses) == 60
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
+    assert not model.training
+
+
+def test_too_few_pairs_is_an_error():
+    model = Transformer(PRESETS["debug"])
+    with pytest.raises(ValueError, match="at least 2"):
+        train_drill(model, [[1, 2]], steps=1, lr=1e-3, batch_size=1, pack=1, max_len=8, pad_id=0)
