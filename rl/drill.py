@@ -4,7 +4,7 @@ Every agent family asks the policy to copy strings it was just shown (a file nam
 command, a link out of search results, a figure out of a table) and a demonstration holds only a handful of
 such copies among hundreds of tokens of fixed system prompt. Small models trained on whole demonstrations
 learn the template and never the copy (docs/learning.md). The drill makes copy targets dense: it takes each
-assistant turn of the demonstrations with the message it answers (user question or tool output), writes the
+assistant turn that calls tools with the message it answers (user question or tool output), writes the
 pair as plain text (the message, then the reply's tool-call arguments or content), packs `pack` random pairs
 into one sequence and trains next-token loss on every token. The SFT that follows teaches the chat format.
 """
@@ -23,14 +23,20 @@ from jointrl.rl.sft import Conversation
 PAIR_CHARS = 600  # a pair's message is cut to its last this many characters: long tool output would crowd the pack
 
 
-def drill_pairs(conversations: Iterable[Conversation]) -> list[str]:
-    """One text per assistant turn: the message it answers, then what it wrote (tool-call arguments or content)."""
+def drill_pairs(conversations: Iterable[Conversation], calls_only: bool = True) -> list[str]:
+    """One text per assistant turn: the message it answers, then what it wrote (tool-call arguments or content).
+
+    calls_only keeps the turns that call tools: their arguments are where a policy copies what it was shown,
+    and final answers (a short copy or a computed value) would dilute the pack.
+    """
     pairs = []
     for conv in conversations:
         for before, message in zip(conv.messages, conv.messages[1:]):
             if message.get("role") != "assistant" or before.get("role") not in ("user", "tool"):
                 continue
             calls = [call["function"]["arguments"] for call in message.get("tool_calls") or []]
+            if calls_only and not calls:
+                continue
             reply = "\n".join(calls) if calls else (message.get("content") or "")
             prompt = before.get("content") or ""
             if reply.strip() and prompt.strip():

@@ -13,10 +13,17 @@ def fitted_lookup_policy():
 @pytest.fixture(scope="session")
 def kimi_linear_sample_root(tmp_path_factory):
     """A folder holding runs/kimi_linear_import/hf: the prepare step of recipes/kimi_linear_import.yaml."""
+    from transformers.utils import logging as hf_logging
+
     from jointrl.model.hf_sample import write_sample
 
     root = tmp_path_factory.mktemp("kimi_linear_import")
-    write_sample(root / "runs" / "kimi_linear_import" / "hf")
+    # Made on first use, inside a test that may be capturing stderr: transformers' shard-writing bar would land there.
+    hf_logging.disable_progress_bar()
+    try:
+        write_sample(root / "runs" / "kimi_linear_import" / "hf")
+    finally:
+        hf_logging.enable_progress_bar()
     return root
 
 

@@ -28,10 +28,11 @@ def test_pairs_are_each_assistant_turn_with_the_message_it_answers():
         {"role": "user", "content": "Thanks."},
         {"role": "assistant", "content": ""},  # says nothing: not a pair
     ])
-    assert drill_pairs([conv]) == [
+    assert drill_pairs([conv], calls_only=False) == [
         'Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n',
         long_output[-PAIR_CHARS:] + "\n> 141\n",
     ]
+    assert drill_pairs([conv]) == ['Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n'], "by default tool calls only"
 
 
 def test_a_batch_row_packs_whole_distinct_pairs_and_is_cut_at_max_len():

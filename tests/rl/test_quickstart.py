@@ -11,7 +11,8 @@ from jointrl.rl.recipe import load_recipe
 
 SHRINK = [
     "model.preset=debug", "tokenizer.n_samples=50", "trainer.sft.epochs=1", "trainer.sft.batch_size=4",
-    "trainer.sft.demos_per_env=1", "trainer.sft.max_len=448", "rollout.max_turns=2",
+    "trainer.sft.demos_per_env=1", "trainer.sft.drill_steps=2", "trainer.sft.drill_demos_per_env=1",
+    "trainer.sft.max_len=448", "rollout.max_turns=2",
     "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
 ]
 # The RL stage shrunk to one step of two prompts on one worker and one learner rank.

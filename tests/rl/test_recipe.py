@@ -180,7 +180,7 @@ def test_include_falls_back_to_shipped_recipes(tmp_path):
     path = write(tmp_path / "mine.yaml", "include: quickstart.yaml\ntrainer: {steps: 1}\n")
     cfg = load_recipe(path)
     assert cfg.trainer.steps == 1
-    assert cfg.model.name == "tiny"  # from the shipped quickstart
+    assert cfg.model.name == "mini"  # from the shipped quickstart
 
 
 def test_include_cycle(tmp_path):
@@ -325,8 +325,8 @@ def test_shipped_recipes_are_valid(name, prepared_recipe):
 def test_quickstart_is_shipped_and_small():
     assert "quickstart.yaml" in SHIPPED
     cfg = load_recipe("quickstart")
-    assert cfg.model.name == "tiny" and cfg.algorithm.name == "grpo"
+    assert cfg.model.name == "mini" and cfg.algorithm.name == "grpo"
     assert cfg.trainer.steps <= 50
-    # Two domains: the tool-using domains besides terminal run 1-2k-token episodes the tiny model cannot
+    # Two domains: the tool-using domains besides terminal run 1-2k-token episodes a sub-million-parameter model cannot
     # learn in the quickstart's minutes on CPU (joint_grpo.yaml has all of them).
     assert len({m.glob.split("/")[0] for m in cfg.envs.mix}) >= 2

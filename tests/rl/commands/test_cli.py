@@ -60,9 +60,9 @@ def test_valid_recipe_prints_the_resolved_tree(capsys):
     out, err = capsys.readouterr()
     assert err == ""
     tree = yaml.safe_load(out)
-    assert tree["model"]["name"] == "tiny"
+    assert tree["model"]["name"] == "mini"
     assert tree["model"]["dim"] == 256
-    assert tree["model"]["n_experts"] == 8  # from the tiny preset, not written in the recipe
+    assert tree["model"]["n_experts"] == 8  # from the mini preset, not written in the recipe
     assert tree["trainer"]["steps"] == 3
     assert tree["algorithm"]["name"] == "grpo"
     assert "\x1b[" not in out  # not a terminal: plain text
@@ -81,7 +81,7 @@ def test_recipe_check_highlights_on_a_terminal(capsys, monkeypatch):
     out = terminal.getvalue()
     assert "\x1b[" in out
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
-    assert yaml.safe_load(plain)["model"]["dim"] == 192
+    assert yaml.safe_load(plain)["model"]["dim"] == 64
 
 
 def test_help_lists_the_commands(capsys):
