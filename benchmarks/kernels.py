@@ -9,7 +9,8 @@ On CPU it measures the pure-torch (naive) paths:
   (d) MoE expert compute: sort-and-group (permute, grouped SwiGLU, combine) vs two baselines, a per-expert
       loop over nn.Linear with boolean routing masks and a dense all-experts pass.
 On CUDA it also times each op's Triton path against its naive path and prints the achieved FLOP rate
-and compulsory-traffic bandwidth against the device's measured peaks (a bf16 matmul and a copy).
+and compulsory-traffic bandwidth against the device's measured peaks (a bf16 matmul and a copy); the
+workloads and their FLOP and byte counts are jointrl.kernels.workloads, shared with benchmarks/gpu_check.py.
 
 Peak memory on CPU: each variant runs in a fresh spawned process that builds its inputs, resets the
 kernel's resident-set high-water mark (/proc/self/clear_refs = 5) and reads VmHWM after one forward +
@@ -26,12 +27,23 @@ import gc
 import importlib
 import math
 import multiprocessing
-import os
 import resource
 import time
 
 import torch
 import torch.nn.functional as F
+
+from jointrl.kernels.workloads import (
+    GPU_SIZES,
+    WORKLOADS,
+    best_time,
+    causal_indices,
+    device_peaks,
+    grouped_moe,
+    kda_inputs,
+    moe_inputs,
+    time_paths,
+)
 
 # Shape legend: T = tokens, V = vocabulary, D = hidden dim, C = vocabulary chunk, H = heads, E = key
 # width, K = listed keys per query (sparse attention) or key dim (KDA), X = experts, k = experts per token.
@@ -47,29 +59,6 @@ QUICK = {
     "kda": dict(t=256, h=2, dk=16, dv=16, chunk=32),
     "moe": dict(n=128, d=64, f=64, experts=8, top_k=2),
 }
-GPU = {
-    "logprobs": dict(t=8192, v=131072, d=4096, chunk=8192),
-    "sparse": dict(t=4096, h=16, e=576, v_dim=512, k=1024),
-    "kda": dict(t=8192, h=16, dk=128, dv=128, chunk=64),
-    "moe": dict(n=8192, d=2048, f=1024, experts=64, top_k=4),
-}
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def best_time(fn, device: torch.device = torch.device("cpu"), repeats: int = 5) -> float:
-    """Best wall time of `repeats` calls of fn, in seconds: the minimum drops stalls caused by other processes."""
-    best = math.inf
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _mib(n_bytes: float) -> str:
@@ -131,13 +120,6 @@ def bench_logprobs_memory(t: int, v: int, d: int, chunk: int) -> None:
           f"   (time chunked / full: {peaks['chunked'][1] / peaks['full'][1]:.2f})")
 
 
-def causal_indices(t: int, k: int, device=None) -> torch.Tensor:
-    """k random causal slots per query (slot <= query), -1 where the query has fewer than k: [1, T, K]."""
-    reach = torch.arange(t, device=device)[:, None] + 1  # [T, 1] visible slots
-    slots = (torch.rand(t, k, device=device) * reach).long()  # [T, K]
-    return slots.masked_fill(torch.arange(k, device=device)[None, :] >= reach, -1)[None]
-
-
 def dense_attention(q, kv, scale, v_dim, blocks=None, block=256):
     """Causal attention of query blocks over every earlier slot, one [block * H, S] score matrix at a time.
 
@@ -195,16 +177,6 @@ def bench_sparse(ts, h: int, e: int, v_dim: int, k: int, dense_full_up_to: int) 
               f"dense time x{d1 / d0:.1f} (quadratic: x{(t1 / t0) ** 2:.0f})")
 
 
-def kda_inputs(t: int, h: int, dk: int, dv: int, device=None, dtype=torch.float32):
-    """Inputs in the layer's ranges: unit keys, beta in (0, 1), log decay g <= 0."""
-    q = torch.randn(1, t, h, dk, device=device, dtype=dtype)
-    k = F.normalize(torch.randn(1, t, h, dk, device=device), dim=-1).to(dtype)
-    v = torch.randn(1, t, h, dv, device=device, dtype=dtype)
-    g = F.logsigmoid(torch.randn(1, t, h, dk, device=device)).to(dtype)
-    beta = torch.rand(1, t, h, device=device, dtype=dtype)
-    return q, k, v, g, beta, dk**-0.5
-
-
 def bench_kda(t: int, h: int, dk: int, dv: int, chunk: int) -> None:
     from jointrl.kernels.kda import naive
 
@@ -217,23 +189,6 @@ def bench_kda(t: int, h: int, dk: int, dv: int, chunk: int) -> None:
                - naive.recurrent_kda(q, k, v, g, beta, scale)[0]).abs().max().item()
     print(f"    chunkwise {chunked * 1e3:8.1f} ms   recurrent {recurrent * 1e3:8.1f} ms   "
           f"recurrent/chunkwise {recurrent / chunked:.1f}x   (outputs agree to {gap:.1e})")
-
-
-def moe_inputs(n: int, d: int, f: int, experts: int, top_k: int, device=None, dtype=torch.float32):
-    """Tokens, router choice (distinct experts per token), weights and expert projections."""
-    x = torch.randn(n, d, device=device, dtype=dtype)  # [N, D]
-    ids = torch.rand(n, experts, device=device).argsort(dim=1)[:, :top_k]  # [N, k]
-    weights = torch.softmax(torch.randn(n, top_k, device=device), dim=-1)  # [N, k]
-    gate = torch.randn(experts, f, d, device=device, dtype=dtype) / d**0.5  # [X, F, D]
-    up = torch.randn(experts, f, d, device=device, dtype=dtype) / d**0.5  # [X, F, D]
-    down = torch.randn(experts, d, f, device=device, dtype=dtype) / f**0.5  # [X, D, F]
-    return x, ids, weights, gate, up, down
-
-
-def grouped_moe(moe, x, ids, weights, gate, up, down):
-    """Permute copies by expert, grouped SwiGLU, weighted combine: -> [N, D]."""
-    x_sorted, order, counts = moe.permute(x, ids, gate.shape[0])
-    return moe.unpermute_combine(moe.grouped_swiglu(x_sorted, counts, gate, up, down), order, weights)
 
 
 def looped_moe(linears, x, ids, weights):
@@ -280,87 +235,30 @@ def bench_moe(n: int, d: int, f: int, experts: int, top_k: int) -> None:
           f"(dense does X/k = {experts / top_k:.0f}x the FLOPs)")
 
 
-def device_peaks(device: torch.device) -> tuple[float, float]:
-    """(bf16 matmul FLOP/s, copy bytes/s) measured on this device."""
-    n = 8192
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    matmul = best_time(lambda: a @ a, device, repeats=5)
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    copy = best_time(lambda: dst.copy_(src), device, repeats=5)
-    return 2 * n**3 / matmul, 2 * src.numel() / copy
-
-
-def _gpu_cases(device: torch.device):
-    """(name, package, [(label, fn)], FLOPs, compulsory bytes) per op, at GPU sizes, bf16."""
-    from jointrl.kernels import kda, logprobs, moe, sparse_attn
-
-    bf16 = torch.bfloat16
-    c = GPU["logprobs"]
-    hidden = torch.randn(c["t"], c["d"], device=device, dtype=bf16, requires_grad=True)
-    weight = (torch.randn(c["v"], c["d"], device=device) / c["d"] ** 0.5).to(bf16).requires_grad_()
-    targets = torch.randint(0, c["v"], (c["t"],), device=device)
-
-    def logprobs_step():
-        lp, ent = logprobs.token_logprobs(hidden, weight, targets, chunk_size=c["chunk"])
-        (lp.sum() + ent.sum()).backward()
-        hidden.grad = weight.grad = None
-
-    # Forward, recomputed logits, d_hidden and d_weight: four [T, V, D] matmuls.
-    yield ("logprobs fwd+bwd", "logprobs", logprobs_step, 8 * c["t"] * c["v"] * c["d"],
-           2 * 2 * (c["t"] + c["v"]) * c["d"])
-
-    s = GPU["sparse"]
-    q = torch.randn(1, s["t"], s["h"], s["e"], device=device, dtype=bf16)
-    kv = torch.randn(1, s["t"], s["e"], device=device, dtype=bf16)
-    indices = causal_indices(s["t"], s["k"], device)
-    listed = int((indices >= 0).sum())
-    yield ("sparse_mla_attention fwd", "sparse_attn",
-           lambda: sparse_attn.sparse_mla_attention(q, kv, indices, s["e"] ** -0.5, s["v_dim"]),
-           2 * listed * s["h"] * (s["e"] + s["v_dim"]), 2 * listed * s["e"] + 2 * q.numel())
-
-    k = GPU["kda"]
-    kda_args = kda_inputs(k["t"], k["h"], k["dk"], k["dv"], device, bf16)
-    # Approximate chunkwise count per token and head: scores and solve (4 C K + 4 C V), state terms (6 K V).
-    kda_flops = k["t"] * k["h"] * (4 * k["chunk"] * (k["dk"] + k["dv"]) + 6 * k["dk"] * k["dv"])
-    yield ("chunk_kda fwd", "kda", lambda: kda.chunk_kda(*kda_args, chunk_size=k["chunk"]), kda_flops,
-           sum(2 * t.numel() for t in kda_args[:5]) + 2 * k["t"] * k["h"] * k["dv"])
-
-    m = GPU["moe"]
-    x, ids, weights, gate, up, down = moe_inputs(m["n"], m["d"], m["f"], m["experts"], m["top_k"], device, bf16)
-    rows = m["n"] * m["top_k"]
-    yield ("MoE permute+grouped_swiglu+combine fwd", "moe", lambda: grouped_moe(moe, x, ids, weights, gate, up, down),
-           6 * rows * m["d"] * m["f"], 2 * (gate.numel() * 3 + 4 * rows * m["d"]))
-
-
 def bench_gpu(device: torch.device) -> None:
     flop_peak, copy_peak = device_peaks(device)
     print(f"CUDA {torch.cuda.get_device_name(device)}: measured bf16 matmul {flop_peak / 1e12:.0f} TFLOP/s, "
           f"copy {copy_peak / 1e9:.0f} GB/s")
-    for name, package, step, flops, n_bytes in _gpu_cases(device):
+    for build in WORKLOADS.values():
+        work = build(device, GPU_SIZES)
         try:
-            importlib.import_module(f"jointrl.kernels.{package}.triton")
+            importlib.import_module(f"jointrl.kernels.{work.package}.triton")
         except ImportError as err:
-            print(f"    {name}: no Triton form here ({err})")
+            print(f"    {work.name}: no Triton form here ({err})")
             continue
-        times = {}
-        for path in ("naive", "triton"):
-            os.environ["JOINTRL_KERNELS"] = path
-            try:
-                times[path] = best_time(step, device, repeats=3)
-            except (RuntimeError, ValueError, torch.cuda.OutOfMemoryError) as err:
-                print(f"    {name} [{path}]: failed: {type(err).__name__}: {err}")
-            torch.cuda.empty_cache()
-        os.environ.pop("JOINTRL_KERNELS", None)
-        if len(times) < 2:
+        times = time_paths(work, device)
+        failed = {path: t for path, t in times.items() if isinstance(t, str)}
+        for path, why in failed.items():
+            print(f"    {work.name} [{path}]: failed: {why}")
+        if failed:
             continue
-        rate, band = flops / times["triton"], n_bytes / times["triton"]
-        print(f"    {name}: naive {times['naive'] * 1e3:8.2f} ms  triton {times['triton'] * 1e3:8.2f} ms  "
+        rate, band = work.flops / times["triton"], work.bytes / times["triton"]
+        print(f"    {work.name}: naive {times['naive'] * 1e3:8.2f} ms  triton {times['triton'] * 1e3:8.2f} ms  "
               f"speed-up {times['naive'] / times['triton']:5.2f}x  |  triton {rate / 1e12:6.1f} TFLOP/s "
               f"({100 * rate / flop_peak:4.1f}% of matmul peak), {band / 1e9:6.0f} GB/s compulsory "
               f"({100 * band / copy_peak:4.1f}% of copy peak)")
     torch.cuda.reset_peak_memory_stats(device)
-    c = GPU["logprobs"]
+    c = GPU_SIZES["logprobs"]
     hidden = torch.randn(c["t"], c["d"], device=device, requires_grad=True)
     weight = torch.randn(c["v"] // 4, c["d"], device=device, requires_grad=True)
     targets = torch.randint(0, c["v"] // 4, (c["t"],), device=device)
