@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, arm_cfg, domain in runs:
         console.rule(f"RL arm {name}: {arm_cfg.trainer.steps} steps x {arm_cfg.trainer.prompts_per_step} prompts")
         arm_start = time.perf_counter()
-        result = train(arm_cfg, init=start.checkpoint, overwrite=True, console=console)
+        result = train(arm_cfg, init=start.checkpoint, overwrite=True, console=console, keep_state=True)
         ids = [i for i in start.env_ids if domain is None or i.split("/", 1)[0] == domain]
         summary = evaluate_policy(result.state, ids)
         histories[name], seconds[name] = result.history, time.perf_counter() - arm_start

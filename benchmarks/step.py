@@ -12,7 +12,7 @@ learner ranks, prompts per step and group size:
                against a plain single-process torch loop doing the same work on the same samples: the same
                micro-batches, the reference forward when the recipe has a KL term, forward, loss, backward
                and one torch AdamW step per update, with as many threads as a learner rank gets;
-  weight sync  RolloutManager.push_weights of the updated state.
+  weight sync  the learner ranks publish their shares (LearnerGroup.publish), every worker loads them.
 The targets: update / plain loop <= 1.15, rollout / raw engine <= 1.3. Each part is timed `--reps` times
 after one warm-up; the median is reported. Prints a table; asserts nothing.
 """
@@ -189,12 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         seconds["update"] = median_of(update, args.reps)
         seconds["plain loop"] = median_of(
             lambda: plain_update_seconds(cfg, state, batch, advantages, keep, threads, tokenizer.pad_id), args.reps)
-        updated = learner.state_dict()
         version = iter(range(1, 10_000))
 
         def sync() -> float:
+            # As the trainer syncs: every learner rank publishes its share, the workers load the version.
             started = time.perf_counter()
-            rollouts.push_weights(updated, next(version))
+            v = next(version)
+            rollouts.push_weights(learner.publish(v, rollouts.sync.bucket_bytes, cfg.rollout.mxfp4_experts), v)
             return time.perf_counter() - started
 
         seconds["weight sync"] = median_of(sync, args.reps)

@@ -44,7 +44,7 @@ def quickstart(cfg: RunConfig, console: Console, name: str, *, overwrite: bool =
     print_summary(before, console, f"SFT checkpoint: {len(start.env_ids)} envs x held-out {seeds}")
 
     console.rule(f"joint RL: {cfg.trainer.steps} steps of {cfg.algorithm.name}")
-    result = train(cfg, init=start.checkpoint, overwrite=overwrite, console=console)
+    result = train(cfg, init=start.checkpoint, overwrite=overwrite, console=console, keep_state=True)
 
     console.rule("held-out evaluation after RL")
     after = evaluate_state(cfg, start.tokenizer, result.state, start.env_ids, console)

@@ -3,7 +3,8 @@
 One step: the rollout pipeline hands over the step's trajectories (played by the workers, at most
 `rollout.max_staleness` versions behind the learner) → the reward mixer scores and normalises them per
 domain → the algorithm turns rewards into advantages and the filters drop what teaches nothing → the
-learner ranks update the policy → the new weights go to the workers → metrics are logged and the step's
+learner ranks update the policy → each learner rank publishes its share of the new weights to the workers
+(only handles pass through this process, whose memory does not grow with the model) → metrics are logged and the step's
 episodes saved as a Parquet shard → periodically the policy is evaluated on held-out seeds and the run is
 checkpointed. A run directory that already holds an RL run is refused unless resumed or overwritten.
 
@@ -31,7 +32,6 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from jointrl.model.checkpoint import load_state, save_pretrained
 from jointrl.model.pretrained import load_tokenizer
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
@@ -62,7 +62,7 @@ class TrainResult:
 
     run_dir: Path
     steps: int  # the step count the run ended at
-    state: dict[str, torch.Tensor] = field(repr=False)  # the final policy weights
+    state: dict[str, torch.Tensor] | None = field(default=None, repr=False)  # the final weights, if asked for
     history: list[dict[str, float]] = field(default_factory=list, repr=False)  # metrics of the steps run here
     evals: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> eval pass rates
     checkpoint: Path | None = None  # the last complete checkpoint
@@ -84,8 +84,11 @@ class _Run:
 
 
 def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, overwrite: bool = False,
-          console: Console | None = None) -> TrainResult:
-    """Run the recipe's RL stage from `init` (default: the recipe's SFT checkpoint), resume it, or overwrite it."""
+          console: Console | None = None, keep_state: bool = False) -> TrainResult:
+    """Run the recipe's RL stage from `init` (default: the recipe's SFT checkpoint), resume it, or overwrite it.
+
+    keep_state gathers the final policy into this process (result.state), for callers that evaluate it here.
+    """
     console = console or Console(soft_wrap=True)
     run_dir = Path(cfg.tracking.run_dir)
     claim_run_dir(run_dir, rl_outputs(run_dir, checkpoint_dir(cfg) / "rl"), stage="rl", resume=resume, overwrite=overwrite)
@@ -94,9 +97,8 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, ove
         run.rollouts, run.sampler, run_seed=cfg.trainer.seed, max_staleness=cfg.rollout.max_staleness,
         start_step=run.start_step, steps=cfg.trainer.steps,
     )
-    state = run.learner.state_dict()
-    pipeline.publish(state, run.start_step)
-    result = TrainResult(Path(cfg.tracking.run_dir), run.start_step, state)
+    pipeline.publish(_publish(cfg, run, run.start_step), run.start_step)
+    result = TrainResult(Path(cfg.tracking.run_dir), run.start_step)
     env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
     bar = Progress(console if cfg.tracking.console else None, "RL", cfg.trainer.steps, completed=run.start_step)
     try:
@@ -110,8 +112,7 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, ove
                 adv = advantages_and_filters(cfg.algorithm, batch.trajectories, mixed)  # advantages + filters
                 learned = run.learner.train_step(batch.trajectories, adv.values, adv.keep)  # policy update
                 version = step + 1
-                result.state = run.learner.state_dict()
-                pipeline.publish(result.state, version)  # weight sync: the workers pick it up before their next batch
+                pipeline.publish(_publish(cfg, run, version), version)  # the workers load it before their next batch
                 metrics = {
                     **mixed.metrics, **reward_summary(mixed), **adv.metrics, **learned, **episode_metrics(batch.trajectories),
                     **staleness_metrics(batch.trajectories, step),
@@ -126,13 +127,17 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, ove
                 for line in failed_episodes(batch.trajectories)[:3]:
                     console.print(f"[yellow]failed episode[/] {line}")
                 if cfg.trainer.eval_every and version % cfg.trainer.eval_every == 0:
-                    summary = evaluate_state(cfg, run.tokenizer, result.state, env_ids, bar.console)
+                    # Evaluation runs here on the gathered policy: the one step that still brings the weights to this
+                    # process (set eval_every: 0 and evaluate the checkpoints for models that do not fit).
+                    summary = evaluate_state(cfg, run.tokenizer, run.learner.state_dict(), env_ids, bar.console)
                     result.evals[version] = summary.metrics()
                     run.tracker.log_eval(version, result.evals[version])
                 if cfg.checkpoint.every and (version % cfg.checkpoint.every == 0 or version == cfg.trainer.steps):
-                    result.checkpoint = _save(cfg, run, version, batch.sampler_state, result.state)
+                    result.checkpoint = _save(cfg, run, version, batch.sampler_state)
                 result.steps = version
                 bar.advance(info=f"reward {metrics['reward/mean']:.3f}" if "reward/mean" in metrics else "")
+        if keep_state:
+            result.state = run.learner.state_dict()
     finally:
         pipeline.close()
         run.rollouts.shutdown()
@@ -188,10 +193,10 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
     if not (init / "config.json").is_file():
         raise ValueError(f"no model checkpoint at {init}: run `jointrl sft` on the recipe first, or pass --init CKPT")
     tokenizer = load_tokenizer(init)
-    init_state = load_state(init)
     learner_placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=torch.cuda.is_available(),
                                   address=cfg.ray.address, run_dir=cfg.tracking.run_dir)
-    learner = LearnerGroup(cfg, init_state, placement=learner_placement, pad_id=tokenizer.pad_id)
+    # The ranks read the checkpoint themselves.
+    learner = LearnerGroup(cfg, init, placement=learner_placement, pad_id=tokenizer.pad_id)
     sampler, mixer, alarms = TaskSampler.from_config(cfg), RewardMixer.from_config(cfg.rewards), RewardAlarms(cfg.rewards.alarms)
     start_step, run_id = 0, None
     if trainer_state:
@@ -216,9 +221,14 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
     return _Run(tokenizer, sampler, mixer, alarms, learner, rollouts, tracker, init, start_step)
 
 
-def _save(cfg: RunConfig, run: _Run, step: int, sampler_state: dict, state: dict[str, torch.Tensor]) -> Path:
+def _publish(cfg: RunConfig, run: _Run, version: int):
+    """The learner ranks' weights as `version`, in the rollout workers' bucket size and expert format."""
+    return run.learner.publish(version, run.rollouts.sync.bucket_bytes, cfg.rollout.mxfp4_experts)
+
+
+def _save(cfg: RunConfig, run: _Run, step: int, sampler_state: dict) -> Path:
     def write(directory: Path) -> None:
-        save_pretrained(policy_from_state(cfg, state), directory / "model", tokenizer=run.tokenizer)
+        run.learner.export(directory / "model", run.tokenizer)
         run.learner.save(directory / "learner")
         (directory / "recipe.yaml").write_text(dump_config(cfg))
         torch.save({

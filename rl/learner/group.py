@@ -19,6 +19,7 @@ from jointrl.rl.config import RunConfig
 from jointrl.rl.learner.rank import LearnerRank
 from jointrl.rl.learner.batch import samples_from_trajectories, split_for_ranks, split_minibatches, totals
 from jointrl.rl.learner.forward import combine_metrics
+from jointrl.rl.weight_sync import DEFAULT_BUCKET_BYTES, ObjectStoreTransport, WeightUpdate
 from jointrl.rl.trajectory import Trajectory
 
 
@@ -48,7 +49,7 @@ class LearnerGroup:
     def __init__(
         self,
         cfg: RunConfig,
-        init_state: Mapping[str, torch.Tensor],
+        init_state: Mapping[str, torch.Tensor] | str | Path,
         *,
         placement: Placement | None = None,
         pad_id: int = 0,
@@ -60,7 +61,9 @@ class LearnerGroup:
         self.group = ActorGroup(LearnerRank, self.n_ranks, cfg, threads, placement=placement)
         try:
             address, port = ray.get(self.group.actors[0].rendezvous.remote())
-            state = ray.put({k: v.detach().cpu() for k, v in init_state.items()})
+            # A checkpoint directory is read by each rank; only its path passes through this process.
+            state = str(init_state) if isinstance(init_state, (str, Path)) else ray.put(
+                {k: v.detach().cpu() for k, v in init_state.items()})
             ray.get([
                 actor.setup.remote(rank, self.n_ranks, address, port, state, pad_id)
                 for rank, actor in enumerate(self.group.actors)
@@ -109,6 +112,17 @@ class LearnerGroup:
         # Only the first EP group needs to gather; the others hold identical replicas.
         refs = [actor.full_state.remote() for actor in self.group.actors[: self.cfg.learner.ep_size]]
         return ray.get(refs)[0]
+
+    def publish(self, version: int, bucket_bytes: int = DEFAULT_BUCKET_BYTES, mxfp4_experts: bool = False) -> WeightUpdate:
+        """Every rank puts its share of the policy in the object store; this process gets only the handles."""
+        replies = ray.get(self.group.call("publish_shard", bucket_bytes, mxfp4_experts))
+        handles = [handle for rank_handles, _ in replies for handle in rank_handles]
+        return WeightUpdate(version, ObjectStoreTransport(), handles, mxfp4_experts, sum(n for _, n in replies))
+
+    def export(self, directory: str | Path, tokenizer) -> Path:
+        """Rank 0 writes the policy as a checkpoint at directory (the experts gathered there, not here)."""
+        refs = [actor.export.remote(str(directory), tokenizer) for actor in self.group.actors[: self.cfg.learner.ep_size]]
+        return Path(ray.get(refs)[0])
 
     def save(self, directory: str | Path) -> None:
         """Every rank writes its own shard into directory (atomic per file)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from jointrl.model.checkpoint import load_state, save_pretrained
 from jointrl.model.transformer import Transformer
 from jointrl.rl.algorithms.table import ALGORITHMS
 from jointrl.rl.config import LearnerConfig, RunConfig
@@ -40,6 +41,7 @@ from jointrl.rl.learner.distributed import (
     resolve_backend,
 )
 from jointrl.rl.learner.expert_parallel import expert_group_name, expert_keys, gather_full_state, shard_experts
+from jointrl.rl.weight_sync import ObjectStoreTransport, bucketize, rank_share
 from jointrl.rl.learner.batch import LossTotals, MicroBatch, SequenceSample, pack
 from jointrl.rl.learner.forward import (
     CriticTargets, ForwardOut, combine_metrics, critic_targets, detached, forward_micro_batch, micro_batch_loss,
@@ -130,11 +132,16 @@ class LearnerRank:
         """(address, free port) for the TCP store rank 0 hosts; called on rank 0 only."""
         return node_address(), free_port()
 
-    def setup(self, rank: int, world_size: int, address: str, port: int, init_state: dict, pad_id: int = 0) -> None:
-        """Join the process group, build the sharded policy (and reference) from init_state, and the engine."""
+    def setup(self, rank: int, world_size: int, address: str, port: int, init_state: dict | str, pad_id: int = 0) -> None:
+        """Join the process group, build the sharded policy (and reference) from init_state, and the engine.
+
+        init_state is a state dict or a checkpoint directory this rank reads itself (so the driver never holds it).
+        """
         from deepspeed.utils import groups
 
         cfg, learner = self.cfg, self.cfg.learner
+        if isinstance(init_state, str):
+            init_state = load_state(init_state)
         self.device = learner_device()
         init_process_group(rank, world_size, address, port, resolve_backend(learner.backend, self.device))
         self.rank, self.world_size, self.pad_id = rank, world_size, pad_id
@@ -291,6 +298,24 @@ class LearnerRank:
         # Copies, not views: a parameter is a view into ZeRO's flat buffer, and pickling a view ships the
         # whole buffer with every tensor (gigabytes per push for a few-MB model).
         return {k: v.to("cpu", copy=True) for k, v in full.items()} if self.rank == 0 else None
+
+    def publish_shard(self, bucket_bytes: int, mxfp4_experts: bool) -> tuple[list, int]:
+        """Put this rank's share of the policy in the object store in buckets: (handles, bytes), for the workers."""
+        share = rank_share(
+            self.engine.module.policy_state_dict(), self.expert_keys, rank=self.rank, world_size=self.world_size,
+            ep_size=self.cfg.learner.ep_size, mxfp4_experts=mxfp4_experts,
+        )
+        nbytes = sum(t.numel() * t.element_size() for t in share.values())
+        return ObjectStoreTransport().publish(bucketize(share, bucket_bytes)), nbytes
+
+    def export(self, directory: str, tokenizer) -> str | None:
+        """Write the policy as a checkpoint (save_pretrained) from rank 0; every rank of the first EP group must call."""
+        full = self.full_state()
+        if full is None:
+            return None
+        model = Transformer(self.cfg.model)
+        model.load_state_dict(full, strict=False)  # a tied head arrives once, under the embedding's name
+        return str(save_pretrained(model, directory, tokenizer=tokenizer))
 
     def _shard_path(self, directory: str | Path) -> Path:
         return Path(directory) / f"learner_rank{self.rank:03d}.pt"

@@ -38,7 +38,7 @@ from jointrl.rl.rollout.agent import Task
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.worker import RolloutWorker
 from jointrl.rl.trajectory import Trajectory
-from jointrl.rl.rollout.weight_sync import DEFAULT_BUCKET_BYTES, WeightSync, WeightTransport, WeightUpdate
+from jointrl.rl.weight_sync import DEFAULT_BUCKET_BYTES, WeightSync, WeightTransport, WeightUpdate
 
 
 @dataclass
@@ -117,9 +117,18 @@ class RolloutManager:
         """Slot -> (task indices, monotonic dispatch time) of the chunks running now."""
         return {f.slot: (list(f.chunk), f.started) for f in list(self._flights.values())}
 
-    def push_weights(self, state: Mapping[str, torch.Tensor], version: int) -> WeightUpdate:
-        """Publish a state dict as `version` and have every worker load it (dead workers are restarted with it)."""
-        update = self.sync.publish(state, version)
+    def push_weights(self, weights: Mapping[str, torch.Tensor] | WeightUpdate, version: int) -> WeightUpdate:
+        """Have every worker load `version` (dead workers are restarted with it).
+
+        weights is a state dict held here, which this manager publishes, or an update the learner ranks already
+        published (LearnerGroup.publish), of which only the handles passed through this process.
+        """
+        if isinstance(weights, WeightUpdate):
+            if weights.version != version:
+                raise ValueError(f"update of version {weights.version} pushed as version {version}")
+            update = self.sync.adopt(weights)
+        else:
+            update = self.sync.publish(weights, version)
         live = [slot for slot in range(len(self.workers)) if slot not in self._dead]
         acks = {slot: self.workers[slot].load_weights.remote(update) for slot in live}
         for slot, ack in acks.items():

@@ -24,7 +24,10 @@ import torch
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.rollout.task_sampler import TaskSampler
+from jointrl.rl.weight_sync import WeightUpdate
 from jointrl.rl.trajectory import Trajectory
+
+Weights = Mapping[str, torch.Tensor] | WeightUpdate
 
 
 @dataclass
@@ -55,17 +58,17 @@ class RolloutPipeline:
         self.run_seed, self.max_staleness = run_seed, max_staleness
         self._steps = range(start_step, steps)
         self._cond = threading.Condition()
-        self._published: tuple[int, Mapping[str, torch.Tensor]] | None = None
+        self._published: tuple[int, Weights] | None = None
         self._closed = False
         # max_staleness + 1 finished batches can wait at most; the bound is the version wait, not the queue.
         self._out: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._produce, name="rollout-pipeline", daemon=True)
         self._started = False
 
-    def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        """New learner weights: the thread pushes them to the workers before the next batch it plays."""
+    def publish(self, weights: Weights, version: int) -> None:
+        """New learner weights (a state dict or the ranks' WeightUpdate): pushed to the workers before the next batch."""
         with self._cond:
-            self._published = (version, state)
+            self._published = (version, weights)
             self._cond.notify_all()
         if not self._started:
             self._started = True
@@ -101,9 +104,9 @@ class RolloutPipeline:
                     self._cond.wait_for(lambda: self._closed or self._published[0] >= need)
                     if self._closed:
                         return
-                    version, state = self._published
+                    version, weights = self._published
                 if version > pushed:
-                    self.manager.push_weights(state, version)
+                    self.manager.push_weights(weights, version)
                     pushed = version
                 tasks = self.sampler.next_step()
                 start = time.perf_counter()

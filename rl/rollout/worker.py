@@ -1,6 +1,6 @@
 """The rollout worker: one Ray actor holding a policy copy, the tokenizer, an engine and the agent loop.
 
-A worker starts without weights; the first `load_weights` (a WeightUpdate from jointrl.rl.rollout.weight_sync)
+A worker starts without weights; the first `load_weights` (a WeightUpdate from jointrl.rl.weight_sync)
 fills them and sets the version every sampled token reports. With `rollout.mxfp4_experts` the copy holds
 its routed experts as MXFP4Experts; an update may carry experts either way and is converted on arrival.
 Envs are resolved here, inside the worker process: the registry loads the built-in domains and plugins
@@ -28,7 +28,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
-from jointrl.rl.rollout.weight_sync import WeightUpdate
+from jointrl.rl.weight_sync import WeightUpdate, piece_key, split_key, unique_names
 from jointrl.rl.trajectory import Trajectory
 
 
@@ -85,34 +85,48 @@ class RolloutWorker:
         )
         self.engine.version = -1
         self.loop = AgentLoop(self.engine, tokenizer, LoopLimits.from_rollout(rollout), sampling_params(rollout))
-        self._expected = self._own_keys()
+        # A tied head shares its storage with the embedding and needs no push.
+        self._expected = set(unique_names(self.model.state_dict()))
         self._loaded = False
 
-    def _own_keys(self) -> set[str]:
-        # Names the model holds once; a tied head shares its storage with the embedding and needs no push.
-        names, seen = set(), set()
-        for name, tensor in self.model.state_dict().items():
-            key = (tensor.data_ptr(), tuple(tensor.shape))
-            if key not in seen:
-                seen.add(key)
-                names.add(name)
-        return names
-
     def load_weights(self, update: WeightUpdate) -> int:
-        """Load a published update bucket by bucket and take on its version; returns the version."""
+        """Load a published update bucket by bucket and take on its version; returns the version.
+
+        Whole tensors are loaded as they are; a piece `name[start:stop]` (from one learner rank's share) is copied
+        into those rows. Every tensor of the model must arrive, a piece-wise one with rows tiling dim 0 exactly.
+        """
         if update.version < self.engine.version:
             raise ValueError(f"weights version {update.version} is older than the loaded version {self.engine.version}")
         assert not self.engine.busy, "weights change only between runs"
         # Until every bucket is in, the copy is a mix of two versions and must not sample.
         self._loaded = False
+        targets = self.model.state_dict()  # tensors sharing storage with the model's
         received: set[str] = set()
+        spans: dict[str, list[tuple[int, int]]] = {}
         for bucket in update.buckets():
-            bucket = self._convert(bucket)
-            _, unexpected = self.model.load_state_dict(bucket, strict=False)
+            whole: dict[str, torch.Tensor] = {}
+            pieces: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
+            for key, tensor in bucket.items():
+                name, span = split_key(key)
+                if span is None:
+                    whole[key] = tensor
+                else:
+                    pieces.setdefault(span, {})[name] = tensor
+            converted = self._convert(whole)
+            _, unexpected = self.model.load_state_dict(converted, strict=False)
             if unexpected:
-                extra = sorted(unexpected)[:5]
-                raise ValueError(f"weights version {update.version} has tensors this model lacks: {extra}")
-            received |= bucket.keys()
+                raise ValueError(f"weights version {update.version} has tensors this model lacks: {sorted(unexpected)[:5]}")
+            received |= converted.keys()
+            for (start, stop), named in pieces.items():
+                for name, rows in self._convert(named).items():
+                    target = targets.get(name)
+                    if target is None or tuple(target[start:stop].shape) != tuple(rows.shape):
+                        have = "missing" if target is None else tuple(target.shape)
+                        raise ValueError(f"weights version {update.version}: piece {piece_key(name, start, stop)} of "
+                                         f"shape {tuple(rows.shape)} does not fit this model's tensor ({have})")
+                    target[start:stop].copy_(rows)
+                    spans.setdefault(name, []).append((start, stop))
+        received |= {name for name, got in spans.items() if _tiles(got, targets[name].shape[0])}
         missing = self._expected - received
         if missing:
             example = sorted(missing)[:5]
@@ -177,6 +191,11 @@ class RolloutWorker:
             scheduler.stop()
 
     @torch.no_grad()
+    def state(self) -> dict[str, torch.Tensor]:
+        """The policy copy's weights (to check what a push delivered)."""
+        return {k: v.clone() for k, v in self.model.state_dict().items()}
+
+    @torch.no_grad()
     def logits(self, tokens: list[int]) -> torch.Tensor:
         """The policy copy's logits [T, V] over one token sequence (to check what a push delivered)."""
         return self.model(torch.tensor([tokens])).logits[0]
@@ -190,3 +209,13 @@ class RolloutWorker:
             mxfp4_experts=bool(experts) and all(isinstance(e, MXFP4Experts) for e in experts),
             env_ids=self._n_env_ids,
         )
+
+
+def _tiles(spans: list[tuple[int, int]], n: int) -> bool:
+    """Whether the row spans cover 0..n exactly once."""
+    end = 0
+    for start, stop in sorted(spans):
+        if start != end:
+            return False
+        end = stop
+    return end == n

@@ -21,7 +21,7 @@ from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.rollout.worker import RolloutWorker, sampling_params
-from jointrl.rl.rollout.weight_sync import WeightSync, WeightTransport, bucketize, prepare_state
+from jointrl.rl.weight_sync import WeightSync, WeightTransport, bucketize, prepare_state
 from tests.rl.agent_envs import BROKEN, ENV_SETUP, HANG, LOOKUP, SLOW, WORKER_RUNTIME_ENV
 
 ROLLOUT = RolloutConfig(

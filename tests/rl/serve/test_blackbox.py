@@ -14,7 +14,7 @@ from jointrl.rl.serve.scheduler import Scheduler
 from jointrl.rl.serve.sessions import Sessions
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.agent import Task
-from jointrl.rl.rollout.weight_sync import WeightSync
+from jointrl.rl.weight_sync import WeightSync
 from jointrl.rl.rollout.worker import RolloutWorker
 from tests.rl.agent_envs import ENV_SETUP, LOOKUP, SERVED_TOKENS
 from tests.rl.rollout.test_workers import InProcess
