@@ -296,6 +296,16 @@ class RolloutConfig(Section):
         0, ge=0, description="Policy versions rollouts may lag the learner by (0 = synchronous; k > 0 = async)."
     )
     mxfp4_experts: bool = Field(False, description="Quantise routed experts to MXFP4 in the rollout policy copies.")
+    partial: bool = Field(
+        False, description="Async mode only (max_staleness >= 1): a batch closes once prompts_per_step whole prompt "
+        "groups have finished; groups still running carry over to a later batch and take newer weights mid-episode, "
+        "each token recording its version (never older than the trained step - max_staleness: a group about to "
+        "expire makes its batch wait). A group carries for at most max_staleness steps, so this pays off from 2."
+    )
+    partial_spare_prompts: int = Field(
+        1, ge=1, description="partial: prompt groups kept in flight beyond prompts_per_step, i.e. how many slow "
+        "groups a batch can close without."
+    )
     episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock seconds before an episode is marked failed.")
     max_rows: int = Field(32, ge=1, description="Sequences one worker's engine decodes at once (its cache rows).")
 
@@ -308,6 +318,12 @@ class RolloutConfig(Section):
                 f"max_new_tokens_per_turn={self.max_new_tokens_per_turn} exceeds "
                 f"max_new_tokens_per_episode={self.max_new_tokens_per_episode}",
                 self.max_new_tokens_per_turn,
+            )
+        if self.partial and self.max_staleness < 1:
+            fail_at(
+                "RolloutConfig", ("partial",),
+                "partial rollouts carry episodes into later steps, which needs async mode: set max_staleness >= 1",
+                self.partial,
             )
         return self
 

@@ -22,6 +22,10 @@ Where this departs from the textbook algorithms:
   s with s - v <= max_staleness, and TIS weights carry the correction.
 - A resumed run replays exactly in synchronous mode; in async mode the batches in flight at the crash are
   played again with the checkpoint's weights.
+- Partial rollouts (`rollout.partial`) close a batch once prompts_per_step prompt groups finished; slower groups carry
+  over and finish under newer weights (tokens of several versions, none older than step - max_staleness). A batch
+  may then hold more groups than prompts_per_step (groups that would otherwise expire). On resume the groups in
+  flight at the checkpoint are dropped, not replayed: the saved sampler state is already past their prompts.
 """
 from __future__ import annotations
 
@@ -95,7 +99,8 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, ove
     run = _start(cfg, init, resume, console)
     pipeline = RolloutPipeline(
         run.rollouts, run.sampler, run_seed=cfg.trainer.seed, max_staleness=cfg.rollout.max_staleness,
-        start_step=run.start_step, steps=cfg.trainer.steps,
+        start_step=run.start_step, steps=cfg.trainer.steps, partial=cfg.rollout.partial,
+        spare_prompts=cfg.rollout.partial_spare_prompts,
     )
     pipeline.publish(_publish(cfg, run, run.start_step), run.start_step)
     result = TrainResult(Path(cfg.tracking.run_dir), run.start_step)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-
+from typing import Hashable
 
 from jointrl.envs import registry
 from jointrl.envs.base import Env
@@ -79,6 +79,9 @@ class AgentLoop:
         self.sampling = SamplingParams(
             temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k, stop_ids=stops
         )
+        # Partial mode (start / advance): episodes in flight between calls, and the ones that ended, not yet returned.
+        self.carried: dict[Hashable, _Live] = {}
+        self._ended: dict[Hashable, Trajectory] = {}
 
     def run(self, tasks: list[Task]) -> list[Trajectory]:
         """Play every task; a task whose env fails comes back marked failed, never lost."""
@@ -99,6 +102,34 @@ class AgentLoop:
         for key in list(live):  # cannot happen while the engine drains every submitted turn
             done[key] = self._finish(key, live.pop(key), error="episode was left without a pending turn")
         return [done[key] for key in range(len(tasks))]
+
+    def start(self, items: list[tuple[Hashable, Task]]) -> None:
+        """Partial mode: begin episodes under caller-chosen unique keys; `advance` plays them alongside earlier ones."""
+        for key, task in items:
+            assert key not in self.carried and key not in self._ended, f"episode key {key!r} is in use"
+            state = self._start(key, task)
+            if isinstance(state, Trajectory):
+                self._ended[key] = state
+            else:
+                self.carried[key] = state
+
+    def advance(self, max_steps: int) -> dict[Hashable, Trajectory]:
+        """Partial mode: step the engine until an episode ends or max_steps steps ran; the episodes that ended.
+
+        Episodes still running stay in `carried`, their rows and caches in the engine, for the next call.
+        """
+        for _ in range(max_steps):
+            if self._ended or not self.engine.busy:
+                break
+            for result in self.engine.step():
+                key = result.seq_id
+                if self._on_turn(key, self.carried[key], result):
+                    self._ended[key] = self._finish(key, self.carried.pop(key))
+        if not self.engine.busy:
+            for key in list(self.carried):  # cannot happen while the engine drains every submitted turn
+                self._ended[key] = self._finish(key, self.carried.pop(key), error="episode was left without a pending turn")
+        ended, self._ended = self._ended, {}
+        return ended
 
     def _start(self, key: int, task: Task) -> _Live | Trajectory:
         spec = registry.spec(task.env_id)

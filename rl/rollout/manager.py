@@ -16,6 +16,14 @@ queued again one per chunk, at the front. A single task that hangs is then marke
 error, one that raises is marked failed with the error, and one whose worker dies is retried until it
 has been attempted `max_attempts` times. Every fault is recorded in `faults` with the tasks it touched.
 A task's result is recorded at most once and `run` returns exactly one trajectory per task, in order.
+
+Partial mode (`submit` / `advance`, used by the pipeline with `rollout.partial`) keeps episodes in flight on
+the workers across calls: each `advance` is one round in which every worker with episodes starts the ones
+newly given to it and plays until one of its episodes ends (or a few decode steps pass), so weights pushed
+between rounds reach episodes mid-way. A worker that dies, raises or misses the deadline loses its episodes:
+it is restarted and they are played again from the start, each task at most `max_attempts` times before it
+comes back marked failed. Unlike chunks, a round does not isolate the task at fault: the worker's other
+episodes are played again with it (and fail with it after max_attempts rounds that raise).
 """
 from __future__ import annotations
 
@@ -67,6 +75,15 @@ class _Batch:
     done: dict[int, Trajectory] = field(default_factory=dict)
 
 
+@dataclass
+class _Carried:
+    task: Task
+    slot: int  # the worker playing it
+    attempts: int = 0  # times it was started on a worker
+    sent: bool = False  # whether the worker playing it has started it
+    error: str = ""  # why its last attempt was lost
+
+
 class RolloutManager:
     """Owns the rollout workers: pushes weights to them, runs batches of tasks on them, restarts them."""
 
@@ -102,6 +119,8 @@ class RolloutManager:
         self.faults: list[Fault] = []
         self._dead: set[int] = set()  # slots whose actor died or was killed, restarted before their next use
         self._flights: dict[ray.ObjectRef, _Flight] = {}
+        self._carried: dict[int, _Carried] = {}  # partial mode: key -> episode in flight on a worker
+        self._next_key = 0
 
     @property
     def workers(self) -> list:
@@ -175,6 +194,78 @@ class RolloutManager:
         assert sorted(batch.done) == order, "every task has exactly one trajectory"
         return [batch.done[i] for i in order]
 
+    def submit(self, tasks: list[Task]) -> list[int]:
+        """Partial mode: give tasks to the workers with the fewest episodes in flight; returns their keys.
+
+        They start at the next `advance`, which returns each key's trajectory exactly once.
+        """
+        for task in tasks:
+            parse_env_id(task.env_id)  # a malformed id fails here, naming it, not inside a worker
+            if task.agent is not None:
+                raise ValueError(f"partial rollouts cannot play black-box agent tasks ({task.env_id}, agent {task.agent})")
+        load = [0] * len(self.workers)
+        for carried in self._carried.values():
+            load[carried.slot] += 1
+        keys = []
+        for task in tasks:
+            slot = min(range(len(load)), key=load.__getitem__)
+            load[slot] += 1
+            self._carried[self._next_key] = _Carried(task, slot)
+            keys.append(self._next_key)
+            self._next_key += 1
+        return keys
+
+    def carried(self) -> dict[int, Task]:
+        """Partial mode: key -> task of every episode submitted and not yet returned by `advance`."""
+        return {key: c.task for key, c in self._carried.items()}
+
+    def advance(self, seed: int = 0, max_steps: int = 16) -> list[tuple[int, Trajectory]]:
+        """Partial mode: one round on every worker with episodes; the (key, trajectory) pairs that ended in it."""
+        if self.sync.latest is None:
+            raise RuntimeError("push weights to the rollout workers (push_weights) before running tasks")
+        ended: list[tuple[int, Trajectory]] = []
+        for key, c in list(self._carried.items()):
+            if not c.sent and c.attempts >= self.max_attempts:
+                del self._carried[key]
+                ended.append((key, _failed(c.task, f"{c.error} (in each of {c.attempts} attempts)", self.rollout)))
+        calls: dict[ray.ObjectRef, int] = {}
+        for slot in sorted({c.slot for c in self._carried.values()}):
+            if slot in self._dead:
+                self._restart(slot)
+            items = []
+            for key, c in self._carried.items():
+                if c.slot == slot and not c.sent:
+                    c.sent, c.attempts = True, c.attempts + 1
+                    items.append((key, c.task))
+            calls[self.workers[slot].advance.remote(items, seed, max_steps)] = slot
+        if not calls:
+            return ended
+        ready, late = ray.wait(list(calls), num_returns=len(calls), timeout=self.chunk_timeout_s)
+        for ref in ready:
+            slot = calls[ref]
+            try:
+                pairs = ray.get(ref)
+            except (RayActorError, RayTaskError) as err:
+                cause = err.cause if isinstance(err, RayTaskError) and err.cause is not None else err
+                self._lose(slot, "died" if isinstance(err, RayActorError) else "error", f"{type(cause).__name__}: {cause}")
+                continue
+            for key, trajectory in pairs:
+                assert self._carried[key].slot == slot, "a worker returns only its own episodes"
+                del self._carried[key]
+                ended.append((key, trajectory))
+        for ref in late:
+            ray.kill(self.workers[calls[ref]], no_restart=True)
+            self._lose(calls[ref], "timeout", f"a round did not finish within chunk_timeout_s={self.chunk_timeout_s:g}s")
+        return ended
+
+    def _lose(self, slot: int, kind: str, detail: str) -> None:
+        """Partial mode: the slot's worker lost its episodes; the next round restarts it and plays them again."""
+        self._dead.add(slot)
+        mine = [c for c in self._carried.values() if c.slot == slot]
+        self.faults.append(Fault(kind, slot, [c.task for c in mine], detail))
+        for c in mine:
+            c.sent, c.error = False, f"{kind}: {detail}"
+
     def shutdown(self) -> None:
         """Kill the workers and release their resources."""
         self.group.shutdown()
@@ -236,6 +327,10 @@ class RolloutManager:
         self.faults.append(Fault(kind, flight.slot, [batch.tasks[i] for i in flight.chunk], detail))
 
     def _restart(self, slot: int) -> None:
+        # A fresh actor holds no episodes: partial mode starts the slot's ones again at its next round.
+        for c in self._carried.values():
+            if c.slot == slot:
+                c.sent, c.error = False, c.error or "died: its rollout worker was restarted"
         actor = self.group.restart(slot)
         if self.sync.latest is not None:
             ray.get(actor.load_weights.remote(self.sync.latest))

@@ -7,6 +7,18 @@ when they hold an older one, and plays the step. With max_staleness 0 this is th
 is played by exactly version s. With k > 0 the workers play steps s+1..s+k while the learner trains step s,
 and every token carries the version it was sampled with, so the learner's importance weights see the lag.
 
+Partial rollouts (`partial=True`, async only) do not make a batch wait for its slowest episode. The thread
+keeps prompts_per_step + spare_prompts prompt groups in flight on the workers; batch s closes as soon as
+prompts_per_step whole groups (every sample of a prompt: group advantages need them all) have finished, and the
+groups still running carry over, playing on under the weights pushed meanwhile (each token records its version).
+Each step then draws only as many new prompts as refill the pool. The staleness bound still holds per token:
+a group is never older than the version the workers held when it was submitted, so when closing batch s every
+group whose oldest token (or, still running, its submission version) is s - max_staleness must join batch s:
+the batch waits for it rather than let it expire. No episode is thrown away, and no token of a batch trained at
+step s is older than s - max_staleness. A batch therefore holds more than prompts_per_step groups when more are
+due, and a carried group has at most max_staleness steps to finish: with max_staleness 1 a group submitted while
+the learner trains the step before is due at once, so carrying pays off from max_staleness 2.
+
 Only this thread touches the task sampler and the rollout manager while the pipeline runs, so neither needs
 a lock. An exception in the thread is re-raised by `next()` in the caller's thread.
 """
@@ -37,9 +49,30 @@ class StepBatch:
     step: int  # 0-based RL step this batch trains
     tasks: list[Task]
     trajectories: list[Trajectory]
-    version: int  # policy version the workers held when the batch was played
+    version: int  # policy version the workers held when the batch was played (partial: its oldest group's start)
     sampler_state: dict  # the task sampler's state after drawing and recording this step (what step + 1 starts from)
     seconds: float  # wall time of playing the batch
+
+
+@dataclass
+class _Group:
+    """Partial mode: the samples of one prompt, in flight or finished."""
+
+    tasks: list[Task]  # group_size tasks of one prompt
+    keys: list[int]  # the manager's key of each task
+    version: int  # weights version the workers held at submission: no token of the group is older
+    done: dict[int, Trajectory]  # key -> trajectory of the samples that finished
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) == len(self.keys)
+
+    def oldest(self) -> int:
+        """The oldest version a token of the group has or may get: exact once complete, else the submission version."""
+        if not self.complete:
+            return self.version
+        sampled = [t.policy_version[t.policy_version >= 0] for t in self.done.values()]
+        return min([int(v.min()) for v in sampled if v.numel()], default=self.version)
 
 
 def step_seed(run_seed: int, step: int) -> int:
@@ -52,8 +85,11 @@ class RolloutPipeline:
 
     def __init__(
         self, manager: RolloutManager, sampler: TaskSampler, *, run_seed: int, max_staleness: int,
-        start_step: int, steps: int,
+        start_step: int, steps: int, partial: bool = False, spare_prompts: int = 1,
     ):
+        if partial and max_staleness < 1:
+            raise ValueError(f"partial rollouts need async mode (max_staleness >= 1), got max_staleness={max_staleness}")
+        self.partial, self.spare_prompts = partial, spare_prompts
         self.manager, self.sampler = manager, sampler
         self.run_seed, self.max_staleness = run_seed, max_staleness
         self._steps = range(start_step, steps)
@@ -96,6 +132,9 @@ class RolloutPipeline:
             self._thread.join(timeout=self.manager.chunk_timeout_s + 60)
 
     def _produce(self) -> None:
+        if self.partial:
+            self._produce_partial()
+            return
         pushed = -1
         try:
             for step in self._steps:
@@ -116,5 +155,64 @@ class RolloutPipeline:
                                     for t in trajectories if not t.episode.failed)
                 sampler_state = self.sampler.state_dict()
                 self._out.put(StepBatch(step, tasks, trajectories, version, sampler_state, time.perf_counter() - start))
+        except BaseException as exc:  # handed to the caller's thread, which decides what to do
+            self._out.put(exc)
+
+    def _push_newest(self, pushed: int, need: int | None = None) -> int | None:
+        """Push the newest published weights if newer than `pushed` (after waiting for version >= need); None = closed."""
+        with self._cond:
+            if need is not None:
+                self._cond.wait_for(lambda: self._closed or self._published[0] >= need)
+            if self._closed:
+                return None
+            version, weights = self._published
+        if version > pushed:
+            self.manager.push_weights(weights, version)
+        return max(version, pushed)
+
+    def _produce_partial(self) -> None:
+        pool: dict[int, _Group] = {}  # group id -> group, in submission order
+        owner: dict[int, _Group] = {}  # manager key -> its group
+        per_step = self.sampler.prompts_per_step
+        pushed = -1
+        try:
+            for step in self._steps:
+                pushed = self._push_newest(pushed, need=step - self.max_staleness)
+                if pushed is None:
+                    return
+                start = time.perf_counter()
+                missing = per_step + self.spare_prompts - len(pool)
+                tasks = self.sampler.next_step(missing) if missing > 0 else []
+                for task, key in zip(tasks, self.manager.submit(tasks)):
+                    group = pool.setdefault(task.group_id, _Group([], [], pushed, {}))
+                    group.tasks.append(task)
+                    group.keys.append(key)
+                    owner[key] = group
+                bound = step - self.max_staleness
+                while True:
+                    # A group whose oldest token is at the bound is too old for step + 1: batch s takes it or none does.
+                    due = [g for g in pool.values() if g.oldest() <= bound]
+                    assert all(g.oldest() == bound for g in due), "an older group was due at an earlier step"
+                    ready = [g for g in pool.values() if g.complete]
+                    if len(ready) >= per_step and all(g.complete for g in due):
+                        break
+                    for key, trajectory in self.manager.advance(seed=step_seed(self.run_seed, step)):
+                        owner.pop(key).done[key] = trajectory
+                    # Between rounds: episodes in flight take the learner's newest weights mid-way.
+                    pushed = self._push_newest(pushed)
+                    if pushed is None:
+                        return
+                # The due groups, then the oldest finished ones, up to prompts_per_step.
+                chosen = due + [g for g in ready if g not in due][: max(0, per_step - len(due))]
+                trajectories: list[Trajectory] = []
+                for group in chosen:
+                    del pool[group.tasks[0].group_id]
+                    trajectories += [group.done[key] for key in group.keys]
+                self.sampler.record((t.episode.env_id, t.episode.signals.get("success", 0.0))
+                                    for t in trajectories if not t.episode.failed)
+                self._out.put(StepBatch(
+                    step, [task for g in chosen for task in g.tasks], trajectories, min(g.version for g in chosen),
+                    self.sampler.state_dict(), time.perf_counter() - start,
+                ))
         except BaseException as exc:  # handed to the caller's thread, which decides what to do
             self._out.put(exc)

@@ -212,18 +212,21 @@ class TaskSampler:
         index = bisect.bisect_right(cumulative, rng.random() * cumulative[-1])
         return self._ids[domain][min(index, len(cumulative) - 1)]
 
-    def next_step(self) -> list[Task]:
-        """This step's tasks: `prompts_per_step` prompts, each `group_size` times under one new group id."""
+    def next_step(self, prompts: int | None = None) -> list[Task]:
+        """This step's tasks: `prompts` prompts (default prompts_per_step), each `group_size` times under one new group id.
+
+        Partial rollouts draw fewer when groups carried over from earlier steps fill part of the batch.
+        """
         # A string seed is hashed with SHA-512 by `random`, so the stream does not depend on PYTHONHASHSEED.
         rng = random.Random(f"jointrl.task_sampler:{self.seed}:{self.step}")
-        prompts = []
-        for _ in range(self.prompts_per_step):
+        drawn = []
+        for _ in range(self.prompts_per_step if prompts is None else prompts):
             env_id = self._draw_env(self._next_domain(), rng)
             seed = rng.randrange(self.train_seeds.start, self.train_seeds.stop)
-            prompts.append((env_id, seed, self.tiers.choose(env_id, rng)))
-        rng.shuffle(prompts)
+            drawn.append((env_id, seed, self.tiers.choose(env_id, rng)))
+        rng.shuffle(drawn)
         tasks = []
-        for env_id, seed, tier in prompts:
+        for env_id, seed, tier in drawn:
             tasks += [Task(env_id, seed, tier, self.next_group_id, self.agents.get(env_id))] * self.group_size
             self.next_group_id += 1
         self.step += 1

@@ -97,7 +97,10 @@ class RolloutWorker:
         """
         if update.version < self.engine.version:
             raise ValueError(f"weights version {update.version} is older than the loaded version {self.engine.version}")
-        assert not self.engine.busy, "weights change only between runs"
+        # A Ray actor runs one call at a time, so this is never inside a decode step. Only partial mode leaves
+        # episodes in flight between calls: their rows keep the KV cache computed under the old weights (not
+        # recomputed) and their next tokens are sampled by the new ones, and record the new version.
+        assert not self.engine.busy or self.loop.carried, "weights change only between runs"
         # Until every bucket is in, the copy is a mix of two versions and must not sample.
         self._loaded = False
         targets = self.model.state_dict()  # tensors sharing storage with the model's
@@ -164,6 +167,22 @@ class RolloutWorker:
             return [played[i] for i in range(len(tasks))]
         finally:
             self.loop.sampling = default
+
+    def advance(self, items: list[tuple[int, Task]], seed: int, max_steps: int) -> list[tuple[int, Trajectory]]:
+        """Partial mode: start these (key, task) episodes, then play all in flight until one ends or max_steps steps.
+
+        Returns the (key, trajectory) pairs of the episodes that ended; the others stay in flight here, in the
+        engine's rows, and go on at the next call, under whatever weights were loaded in between.
+        """
+        if not self._loaded:
+            raise RuntimeError("this rollout worker has no weights yet: push a WeightUpdate before running tasks")
+        if any(task.agent is not None for _, task in items):
+            raise ValueError("partial rollouts play the built-in agent loop only, not black-box agent tasks")
+        if not self.loop.carried:
+            # Seeded only when nothing is in flight: a carried episode's stream is not restarted mid-way.
+            self.engine.generator.manual_seed(seed)
+        self.loop.start(items)
+        return list(self.loop.advance(max_steps).items())
 
     def _play_agents(self, tasks: list[Task]) -> list[Trajectory]:
         """Black-box tasks: each task's agent program plays its env through a server on this worker's engine."""

@@ -66,6 +66,18 @@ def test_each_step_gets_exactly_the_domain_shares_when_they_divide_it():
         assert counts == {"terminal": 4, "office": 2, "reasoning": 2}
 
 
+def test_a_smaller_draw_gives_that_many_whole_groups_with_fresh_ids_and_keeps_the_shares():
+    # Partial rollouts draw fewer prompts when carried groups fill part of the batch.
+    sampler = make()
+    sizes = [3, 8, 1, 0, 4]
+    draws = [sampler.next_step(n) for n in sizes]
+    assert [len(d) for d in draws] == [4 * n for n in sizes]
+    ids = [t.group_id for d in draws for t in d]
+    assert ids == sorted(ids) and len(set(ids)) == sum(sizes) and Counter(ids) == {i: 4 for i in set(ids)}
+    counts = Counter(domain(t) for d in draws for t in groups(d))
+    assert counts == {"terminal": 8, "office": 4, "reasoning": 4}  # 16 prompts at the 0.5 / 0.25 / 0.25 shares
+
+
 def test_domain_counts_stay_within_one_prompt_of_their_share():
     shares = {"terminal": 0.55, "office": 0.3, "reasoning": 0.15}
     sampler = make(shares=shares, prompts=7)

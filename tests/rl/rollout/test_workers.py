@@ -284,3 +284,54 @@ def test_mxfp4_push_gives_mxfp4_experts_and_logprobs_close_to_full_precision(man
     # < 0.005 on average (measured: 0.0035 and 0.0005 over the 120 sampled tokens).
     gap = torch.cat(gaps)
     assert gap.max() < 0.02 and gap.mean() < 0.005, (gap.max(), gap.mean())
+
+
+def play_partial(manager, keys, seed=0):
+    """Rounds of partial mode until every key's trajectory is back; key -> trajectory."""
+    ended = {}
+    while len(ended) < len(keys):
+        for k, trajectory in manager.advance(seed=seed):
+            assert k not in ended, "a key comes back once"
+            ended[k] = trajectory
+    assert not manager.carried()
+    return ended
+
+
+def test_partial_mode_workers_take_new_weights_mid_episode_and_later_tokens_carry_the_new_version(
+    managers, lookup_policy
+):
+    model, _ = lookup_policy
+    manager = managers()
+    v = push_next(manager, model.state_dict()).version
+    tasks = [Task(LOOKUP, seed, "low", group_id=seed) for seed in range(4)]
+    keys = manager.submit(tasks)
+    # Two decode steps: every episode is still inside its first turn (a tool call takes more tokens).
+    assert manager.advance(seed=0, max_steps=2) == []
+    assert set(manager.carried()) == set(keys)
+    push_next(manager, model.state_dict())  # the same weights as version v + 1, loaded while the episodes run
+    ended = play_partial(manager, keys)
+    for k, task, local in zip(keys, tasks, local_play(lookup_policy, tasks)):
+        trajectory = ended[k]
+        assert key(trajectory) == task_key(task) and not trajectory.episode.failed and trajectory.episode.turns >= 2
+        versions = trajectory.policy_version[trajectory.policy_version >= 0].tolist()
+        # The first two tokens came from version v, every later one from v + 1.
+        assert versions == [v, v] + [v + 1] * (len(versions) - 2)
+        # Same weights under both versions and the cache kept: the episode is the one played in one go.
+        assert torch.equal(trajectory.tokens, local.tokens)
+
+
+def test_partial_mode_a_killed_worker_is_restarted_and_its_episodes_are_played_again(managers, lookup_policy):
+    model, _ = lookup_policy
+    manager = managers()
+    push_next(manager, model.state_dict())
+    tasks = [Task(LOOKUP, seed, "low", group_id=seed) for seed in range(4)]
+    keys = manager.submit(tasks)
+    assert manager.advance(seed=0, max_steps=2) == []
+    restarts, faults = manager.restarts, len(manager.faults)
+    ray.kill(manager.workers[0], no_restart=True)
+    ended = play_partial(manager, keys)
+    assert [key(ended[k]) for k in keys] == [task_key(t) for t in tasks]
+    assert not any(t.episode.failed for t in ended.values())
+    assert manager.restarts == restarts + 1 and [f.kind for f in manager.faults[faults:]] == ["died"]
+    # Worker 0 held half of the episodes (the least-loaded slot takes each task).
+    assert len(manager.faults[faults].tasks) == 2
