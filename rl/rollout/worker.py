@@ -151,6 +151,9 @@ class RolloutWorker:
         """
         if not self._loaded:
             raise RuntimeError("this rollout worker has no weights yet: push a WeightUpdate before running tasks")
+        if self.loop.carried:
+            # Their turns share the engine: a whole-batch run would step them without anyone to hand them to.
+            raise RuntimeError(f"{len(self.loop.carried)} partial-mode episodes are in flight: advance them, not run")
         if seed is not None:
             self.engine.generator.manual_seed(seed)
         default = self.loop.sampling
