@@ -155,7 +155,7 @@ def ep2_vs_ep1(args: argparse.Namespace) -> None:
     from jointrl.rl.config import RunConfig
     from jointrl.rl.learner.group import LearnerGroup
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     placement = Placement(num_cpus=1, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
     seconds = {}
     try:

@@ -111,7 +111,7 @@ def workers_scaling(args: argparse.Namespace) -> None:
         max_new_tokens_per_episode=192, temperature=1.0,
     )
     tasks = [Task(agent_envs.LOOKUP, seed, "low", group_id=seed) for seed in range(args.worker_episodes)]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     rates = {}
     try:
         for n in (1, 2):

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         init = save_pretrained(model, Path(tmp) / "init", tokenizer=tokenizer)
         del model
-        ray.init(num_cpus=max(2, max(rank_counts) + args.workers), include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=max(2, max(rank_counts) + args.workers), include_dashboard=False, log_to_driver=False)
         try:
             for ranks in rank_counts:
                 for mxfp4 in (False, True):

@@ -134,8 +134,8 @@ def ray_temp_dir(run_dir: str | os.PathLike[str] | None) -> str | None:
 def start_ray(
     workers: int, ranks: int, gpus: bool, address: str | None = None, run_dir: str | os.PathLike[str] | None = None
 ) -> Placement | None:
-    """Start a local Ray session sized for the job, or join the cluster at `address` (`auto` or host:port), unless
-    one runs; the learner ranks' placement (None: default).
+    """Start a local Ray session sized for the job, or join the cluster at `address` (`auto` or host:port, else
+    $RAY_ADDRESS), unless one runs; the learner ranks' placement (None: default).
 
     Without GPUs the ranks share the machine's cores with the rollout workers. Rollout and learning alternate
     in synchronous mode, so the learner may use every core: Ray's CPU counts are logical and shares overlap.
@@ -147,6 +147,7 @@ def start_ray(
         # right, the line is noise. (RAY_AUTH_MODE would silence it too, but Ray reads it only when imported.)
         logging.getLogger(RAY_AUTH_LOGGER).setLevel(logging.ERROR)
         quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
+        address = address or os.environ.get("RAY_ADDRESS") or None
         if address:
             try:
                 ray.init(address=address, **quiet)
@@ -157,7 +158,9 @@ def start_ray(
         else:
             wanted = ranks * max(1, cpus // ranks) if not gpus else ranks
             temp_dir = ray_temp_dir(run_dir)
-            ray.init(num_cpus=max(cpus, workers + wanted), include_dashboard=False,
+            # "local", not None: Ray would otherwise join whatever cluster its address file names, even a head
+            # stopped long ago, and refuse the CPU count.
+            ray.init(address="local", num_cpus=max(cpus, workers + wanted), include_dashboard=False,
                      **({"_temp_dir": temp_dir} if temp_dir else {}), **quiet)
     if gpus:
         return None

@@ -484,7 +484,7 @@ class RayConfig(Section):
 
     address: str | None = Field(
         None, min_length=1, description="null = start a local Ray session for the run (its logs under the run "
-        "directory's ray/); 'auto' = join the cluster started on this machine with `ray start --head`; "
+        "directory's ray/), or join $RAY_ADDRESS where it is set, never a cluster merely found running; 'auto' = join the cluster started on this machine with `ray start --head`; "
         "'host:port' = join the cluster whose head listens there (export RAY_AUTH_MODE=token and its token first)."
     )
 

@@ -51,6 +51,6 @@ def ray_session():
     """One local Ray runtime shared by the tests that ask for it (starting one costs seconds)."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()

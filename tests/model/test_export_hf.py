@@ -140,7 +140,9 @@ def test_what_transformers_saves_reads_back_in_jointrl(update, tmp_path, tokeniz
     tokens = tokens_for(model)
     again = from_pretrained(tmp_path / "saved")
     with torch.no_grad():
-        torch.testing.assert_close(again(tokens).logits, hf(tokens, use_cache=False).logits, atol=0, rtol=0)
+        # Two loads of the same weights: on some CPUs the BLAS picks kernels by memory alignment, so the last bits
+        # may differ; a wrong or missing weight moves the logits by far more.
+        torch.testing.assert_close(again(tokens).logits, hf(tokens, use_cache=False).logits, atol=1e-5, rtol=1e-5)
         assert not torch.equal(again(tokens).logits, model(tokens).logits)
     assert (again.lm_head.weight is again.embed.weight) == bool(update)
 
@@ -186,7 +188,7 @@ def test_grpo_trainer_trains_the_export_and_jointrl_reads_the_result(exported, t
     tokens = tokens_for(model)
     trained.eval()
     with torch.no_grad():
-        torch.testing.assert_close(again(tokens).logits, trained(tokens, use_cache=False).logits, atol=0, rtol=0)
+        torch.testing.assert_close(again(tokens).logits, trained(tokens, use_cache=False).logits, atol=1e-5, rtol=1e-5)
 
 
 def _standalone_python(cache_dir: Path) -> Path:

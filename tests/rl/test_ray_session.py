@@ -72,6 +72,21 @@ def test_a_local_session_prints_nothing_and_logs_into_the_run_directory():
         subprocess.run(["rm", "-rf", run_dir], check=True)
 
 
+def test_a_stale_cluster_address_file_does_not_capture_a_local_session():
+    # `ray start --head` leaves ray_current_cluster behind; Ray's own default would try to join that address.
+    run_dir = tempfile.mkdtemp(prefix="jrl-", dir="/tmp")
+    try:
+        (Path(run_dir) / "ray").mkdir()
+        (Path(run_dir) / "ray" / "ray_current_cluster").write_text("192.0.2.1:6390")
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        done = subprocess.run([sys.executable, "-c", SESSION, "-", run_dir], capture_output=True, text=True,
+                              timeout=240, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not done.stdout.startswith("192.0.2.1") and done.stdout.split()[1] == "2"
+    finally:
+        subprocess.run(["rm", "-rf", run_dir], check=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
