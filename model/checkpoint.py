@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -65,7 +65,8 @@ def is_mxfp4(directory: str | Path) -> bool:
     return True
 
 
-def _shards(state: dict[str, torch.Tensor], max_bytes: int) -> list[dict[str, torch.Tensor]]:
+def split_by_bytes(state: Mapping[str, torch.Tensor], max_bytes: int) -> list[dict[str, torch.Tensor]]:
+    """Whole tensors, in order, grouped into parts of at most max_bytes (a larger tensor gets a part alone)."""
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
     for name, tensor in state.items():
@@ -81,7 +82,7 @@ def _shards(state: dict[str, torch.Tensor], max_bytes: int) -> list[dict[str, to
 def save_state(directory: Path, state: dict[str, torch.Tensor], max_shard_bytes: int = DEFAULT_SHARD_BYTES) -> None:
     """Write tensors as one safetensors file, or shards plus an index when larger than a shard."""
     state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
-    shards = _shards(state, max_shard_bytes)
+    shards = split_by_bytes(state, max_shard_bytes)
     if len(shards) == 1:
         save_file(shards[0], str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
         return

@@ -29,6 +29,7 @@ from typing import Any
 import ray
 import torch
 
+from jointrl.model.checkpoint import split_by_bytes
 from jointrl.model.mxfp4 import mxfp4_state_dict
 
 DEFAULT_BUCKET_BYTES = 64 * 1024**2
@@ -117,15 +118,7 @@ def bucketize(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUC
     """Whole tensors, in order, grouped into buckets of at most bucket_bytes (a larger tensor gets a bucket alone)."""
     if bucket_bytes < 1:
         raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
-    buckets: list[Bucket] = [{}]
-    size = 0
-    for name, tensor in state.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if buckets[-1] and size + nbytes > bucket_bytes:
-            buckets.append({})
-            size = 0
-        buckets[-1][name] = tensor
-        size += nbytes
+    buckets = split_by_bytes(state, bucket_bytes)
     return buckets if buckets[-1] else []
 
 

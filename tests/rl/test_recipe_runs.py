@@ -32,20 +32,23 @@ def test_ep2_cpu_recipe_trains_with_two_expert_parallel_ranks_and_two_workers(tm
     assert model.layers[model.moe_layers[0]].ffn.experts.gate_proj.shape[0] == cfg.model.n_experts
 
 
+# The gspo_async recipe shrunk: the debug model and short reasoning tasks; the async machinery is the recipe's own.
+GSPO_ASYNC_TINY = [
+    "model.preset=debug", "tokenizer.n_samples=200", "trainer.sft.demos_per_env=2", "trainer.sft.max_len=256",
+    "envs.mix=[{glob: 'reasoning/chain_sum-v0:default'}, {glob: 'reasoning/lcm-v0:default'}]",
+    "envs.domain_shares={reasoning: 1.0}", "rollout.max_new_tokens_per_turn=32",
+    "rollout.max_new_tokens_per_episode=64", "rollout.max_turns=1", "trainer.prompts_per_step=2",
+    "trainer.eval_every=0",
+    # An entropy bonus moves the weights even when every reward is 0, so a stale batch really is stale.
+    "algorithm.entropy_coef=0.01", "learner.lr=1e-3", "tracking.wandb_mode=disabled",
+]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_gspo_async_recipe_trains_on_batches_up_to_two_versions_stale(tmp_path):
     # The debug model and short reasoning tasks keep it quick; the async machinery is the recipe's own.
-    run = [
-        "model.preset=debug", "tokenizer.n_samples=200", "trainer.sft.demos_per_env=2", "trainer.sft.max_len=256",
-        "envs.mix=[{glob: 'reasoning/chain_sum-v0:default'}, {glob: 'reasoning/lcm-v0:default'}]",
-        "envs.domain_shares={reasoning: 1.0}", "rollout.max_new_tokens_per_turn=32",
-        "rollout.max_new_tokens_per_episode=64", "rollout.max_turns=1", "trainer.prompts_per_step=2",
-        "trainer.steps=4", "trainer.eval_every=0",
-        # An entropy bonus moves the weights even when every reward is 0, so a stale batch really is stale.
-        "algorithm.entropy_coef=0.01", "learner.lr=1e-3", "checkpoint.every=0", "tracking.wandb_mode=disabled",
-        f"tracking.run_dir={tmp_path}",
-    ]
+    run = [*GSPO_ASYNC_TINY, "trainer.steps=4", "checkpoint.every=0", f"tracking.run_dir={tmp_path}"]
     cfg = load_recipe("gspo_async", run)
     assert (cfg.algorithm.name, cfg.rollout.max_staleness) == ("gspo", 2)
     assert main(["sft", "gspo_async", *run]) == 0

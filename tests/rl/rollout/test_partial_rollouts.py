@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.rollout.pipeline import RolloutPipeline
+from tests.rl.rollout.loop import run_steps
 
 GROUP = 2  # samples per prompt
 SHORT, LONG = 3, 14  # rounds an episode takes
@@ -84,16 +85,7 @@ def drive(max_staleness, steps=8, learn_s=0.01):
     manager, sampler = FakeManager(), FakeSampler()
     pipeline = RolloutPipeline(manager, sampler, run_seed=0, max_staleness=max_staleness, start_step=0, steps=steps,
                                partial=True, spare_prompts=1)
-    pipeline.publish({}, 0)
-    batches = []
-    for step in range(steps):
-        batch = pipeline.next()
-        assert batch.step == step
-        batches.append(batch)
-        time.sleep(learn_s)
-        pipeline.publish({}, step + 1)
-    pipeline.close()
-    return manager, sampler, batches
+    return manager, sampler, run_steps(pipeline, steps, learn_s)
 
 
 def groups_of(batch):

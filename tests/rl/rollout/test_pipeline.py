@@ -11,6 +11,7 @@ import torch
 
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.rollout.pipeline import RolloutPipeline, step_seed
+from tests.rl.rollout.loop import run_steps
 
 
 class FakeSampler:
@@ -63,16 +64,7 @@ def drive(max_staleness, steps=6, learn_s=0.0, play_s=0.0):
     pipeline = RolloutPipeline(
         manager, FakeSampler(), run_seed=0, max_staleness=max_staleness, start_step=0, steps=steps
     )
-    pipeline.publish({}, 0)
-    batches = []
-    for step in range(steps):
-        batch = pipeline.next()
-        assert batch.step == step
-        batches.append(batch)
-        time.sleep(learn_s)
-        pipeline.publish({"w": torch.tensor(float(step + 1))}, step + 1)
-    pipeline.close()
-    return manager, batches
+    return manager, run_steps(pipeline, steps, learn_s, lambda version: {"w": torch.tensor(float(version))} if version else {})
 
 
 def test_synchronous_mode_plays_step_s_with_version_s():
