@@ -1,16 +1,18 @@
 """Weight sync: the learner ranks publishing their own shares against gathering the policy into the driver.
 
 For each layout (1 or 2 learner ranks, experts split over them) and expert format (full precision or MXFP4
-on the wire), the same learner group and rollout workers sync the same weights both ways, `--repeats` times:
+on the wire), the same learner group and rollout workers sync the same weights three ways, `--repeats` times:
 
-  gather   the driver gathers the full policy (LearnerGroup.state_dict) and publishes it (what train did before);
-  ranks    every rank puts its share in the object store and the driver passes only handles (LearnerGroup.publish).
+  ranks       every rank puts its share in the object store and the driver passes only handles (LearnerGroup.publish);
+  collective  every rank stages its share and broadcasts it over torch.distributed groups with the workers
+              (rollout.weight_transport: collective; gloo unless every member has CUDA, so gloo on this benchmark);
+  gather      the driver gathers the full policy (LearnerGroup.state_dict) and publishes it (what train did before).
 
 A sync ends when every worker has loaded the version. Printed per row: median seconds per sync, bytes put in
 the object store per sync and bytes the workers read, the driver's peak RSS growth during that mode, and the
-ranks/gather time ratio. The model is an MoE whose experts hold most parameters (`--experts`), so the
-expert shards are what the two layouts split. The transport is Ray's object store on every device (an NCCL
-transport is not implemented); `--device cuda` puts the learner on the GPU, one rank per GPU.
+time ratio to gather. The model is an MoE whose experts hold most parameters (`--experts`), so the
+expert shards are what the two layouts split. `--device cuda` puts the learner on the GPU, one rank per GPU; the
+workers stay on the CPU, so the collective groups still run over gloo there (NCCL needs every member on CUDA).
 
     python benchmarks/weight_sync.py                      # CPU: ranks 1 and 2, full and MXFP4
     python benchmarks/weight_sync.py --device cuda --ranks 1 --json runs/weight_sync.json
@@ -41,6 +43,7 @@ from jointrl.rl.actor_group import Placement
 from jointrl.rl.config import RunConfig
 from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.rollout.manager import RolloutManager
+from jointrl.rl.weight_sync import CollectiveGroup
 
 MIB = 1024**2
 
@@ -81,7 +84,7 @@ def sync_seconds(sync, repeats: int) -> list[float]:
 
 
 def bench_layout(cfg: RunConfig, init: Path, tokenizer, args, device: str) -> list[dict]:
-    """Rows for one (ranks, expert format): ranks mode first, then gather, on one group and one set of workers."""
+    """Rows for one (ranks, expert format): ranks, collective, then gather, on one group and one set of workers."""
     gpu = 1.0 if device == "cuda" else 0.0
     learner = LearnerGroup(cfg, init, placement=Placement(num_cpus=0.5, num_gpus=gpu, ready_timeout_s=300))
     workers = RolloutManager(cfg.model, tokenizer, cfg.rollout, n_workers=args.workers,
@@ -93,13 +96,20 @@ def bench_layout(cfg: RunConfig, init: Path, tokenizer, args, device: str) -> li
         v = next(version)
         updates.append(workers.push_weights(learner.publish(v, workers.sync.bucket_bytes, cfg.rollout.mxfp4_experts), v))
 
+    def by_collective() -> None:
+        v = next(version)
+        transport = workers.collective.transport
+        update = learner.publish(v, workers.sync.bucket_bytes, cfg.rollout.mxfp4_experts, transport=transport)
+        updates.append(workers.push_weights(update, v))
+
     def by_gather() -> None:
         v = next(version)
         updates.append(workers.push_weights(learner.state_dict(), v))
 
     rows = []
     try:
-        for mode, sync in (("ranks", by_ranks), ("gather", by_gather)):
+        workers.attach_collective(CollectiveGroup(learner.senders))
+        for mode, sync in (("ranks", by_ranks), ("collective", by_collective), ("gather", by_gather)):
             sync()  # warm-up: first object-store use, first load in each worker
             with PeakRSS() as rss:
                 times = sync_seconds(sync, args.repeats)

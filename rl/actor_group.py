@@ -57,7 +57,9 @@ class ActorGroup:
             raise RuntimeError(f"start Ray (ray.init) before creating a group of {cls.__name__} actors")
         self.placement = placement or Placement()
         self.name = cls.__name__
-        self._remote = ray.remote(cls)
+        # A class may name Ray actor options it needs (LearnerRank: a concurrency group for weight sends).
+        options = getattr(cls, "RAY_OPTIONS", None)
+        self._remote = ray.remote(**options)(cls) if options else ray.remote(cls)
         self._args, self._kwargs = args, kwargs
         self._pg = placement_group([self.placement.bundle()] * n, strategy=self.placement.strategy)
         ready, _ = ray.wait([self._pg.ready()], timeout=self.placement.ready_timeout_s)

@@ -308,6 +308,11 @@ class RolloutConfig(Section):
     )
     episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock seconds before an episode is marked failed.")
     max_rows: int = Field(32, ge=1, description="Sequences one worker's engine decodes at once (its cache rows).")
+    weight_transport: Literal["object_store", "collective"] = Field(
+        "object_store", description="How the learner ranks' weights reach the workers: object_store = each bucket "
+        "through Ray's object store; collective = torch.distributed broadcasts from each rank to every worker (gloo, "
+        "NCCL when every member has CUDA) over groups the driver's TCP store sets up once per run."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RolloutConfig:
@@ -629,6 +634,13 @@ class RunConfig(Section):
                 f"rollout.max_staleness={self.rollout.max_staleness} trains on tokens sampled by older policies; "
                 "without truncated importance weights nothing corrects for them: set tis_cap (e.g. 2.0)",
                 self.algorithm.tis_cap,
+            ))
+        if self.rollout.weight_transport == "collective" and (self.ray.address or "").startswith("ray://"):
+            problems.append((
+                ("rollout", "weight_transport"),
+                "the collective transport needs the driver on the cluster (it hosts the groups' TCP store); a Ray "
+                "Client address (ray://) runs it elsewhere: use object_store or start the run on the head node",
+                self.rollout.weight_transport,
             ))
         raise_at("RunConfig", problems)
         return self

@@ -22,6 +22,8 @@ Where this departs from the textbook algorithms:
   s with s - v <= max_staleness, and TIS weights carry the correction.
 - A resumed run replays exactly in synchronous mode; in async mode the batches in flight at the crash are
   played again with the checkpoint's weights.
+- With `rollout.weight_transport: collective` the ranks stage their shares at publish and broadcast them when the
+  rollout thread pushes (a version the thread skips is never sent); the object store carries them otherwise.
 - Partial rollouts (`rollout.partial`) close a batch once prompts_per_step prompt groups finished; slower groups carry
   over and finish under newer weights (tokens of several versions, none older than step - max_staleness). A batch
   may then hold more groups than prompts_per_step (groups that would otherwise expire). On resume the groups in
@@ -56,6 +58,7 @@ from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.run_checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from jointrl.rl.step_metrics import episode_metrics, episode_rows, failed_episodes, reward_summary, staleness_metrics
 from jointrl.rl.tracking import Tracker, claim_run_dir, print_places, rl_outputs
+from jointrl.rl.weight_sync import CollectiveGroup
 
 STATE_FILE = "trainer_state.pt"
 
@@ -218,6 +221,16 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
         # One chunk per worker and step keeps each worker's engine batch full; faults still isolate per task.
         chunk_size=max(1, -(-tasks // cfg.rollout.workers)),
     )
+    if cfg.rollout.weight_transport == "collective":
+        try:
+            # Formed once here; the manager re-forms it when it restarts a worker and leaves it at shutdown.
+            spec = rollouts.attach_collective(CollectiveGroup(learner.senders)).spec
+        except Exception:
+            rollouts.shutdown()
+            learner.shutdown()
+            raise
+        console.print(f"weight sync: collective, {spec.backend} broadcasts from {spec.senders} learner ranks to "
+                      f"{spec.workers} rollout workers")
     # Resuming with no checkpoint starts at step 0, so every metrics line of the crashed run is rolled back.
     tracker = Tracker(
         cfg, run_dir, resume_id=run_id, resume_step=start_step if resume else None, console=console,
@@ -227,8 +240,10 @@ def _start(cfg: RunConfig, init: Path | None, resume: bool, console: Console) ->
 
 
 def _publish(cfg: RunConfig, run: _Run, version: int):
-    """The learner ranks' weights as `version`, in the rollout workers' bucket size and expert format."""
-    return run.learner.publish(version, run.rollouts.sync.bucket_bytes, cfg.rollout.mxfp4_experts)
+    """The learner ranks' weights as `version`, in the rollout workers' bucket size, expert format and transport."""
+    collective = run.rollouts.collective
+    return run.learner.publish(version, run.rollouts.sync.bucket_bytes, cfg.rollout.mxfp4_experts,
+                               transport=collective.transport if collective is not None else None)
 
 
 def _save(cfg: RunConfig, run: _Run, step: int, sampler_state: dict) -> Path:

@@ -19,7 +19,7 @@ from jointrl.rl.config import RunConfig
 from jointrl.rl.learner.rank import LearnerRank
 from jointrl.rl.learner.batch import samples_from_trajectories, split_for_ranks, split_minibatches, totals
 from jointrl.rl.learner.forward import combine_metrics
-from jointrl.rl.weight_sync import DEFAULT_BUCKET_BYTES, ObjectStoreTransport, WeightUpdate
+from jointrl.rl.weight_sync import DEFAULT_BUCKET_BYTES, CollectiveTransport, ObjectStoreTransport, WeightUpdate
 from jointrl.rl.trajectory import Trajectory
 
 
@@ -113,11 +113,24 @@ class LearnerGroup:
         refs = [actor.full_state.remote() for actor in self.group.actors[: self.cfg.learner.ep_size]]
         return ray.get(refs)[0]
 
-    def publish(self, version: int, bucket_bytes: int = DEFAULT_BUCKET_BYTES, mxfp4_experts: bool = False) -> WeightUpdate:
-        """Every rank puts its share of the policy in the object store; this process gets only the handles."""
-        replies = ray.get(self.group.call("publish_shard", bucket_bytes, mxfp4_experts))
+    def publish(
+        self, version: int, bucket_bytes: int = DEFAULT_BUCKET_BYTES, mxfp4_experts: bool = False,
+        transport: CollectiveTransport | None = None,
+    ) -> WeightUpdate:
+        """Every rank publishes its share of the policy; this process gets only handles.
+
+        transport None: the object store (handles are object refs). A CollectiveTransport: the ranks stage their
+        buckets and the handles are their layouts; the bytes move when the update is pushed (CollectiveGroup.deliver).
+        """
+        staged = version if transport is not None else None
+        replies = ray.get(self.group.call("publish_shard", bucket_bytes, mxfp4_experts, staged))
         handles = [handle for rank_handles, _ in replies for handle in rank_handles]
-        return WeightUpdate(version, ObjectStoreTransport(), handles, mxfp4_experts, sum(n for _, n in replies))
+        return WeightUpdate(version, transport or ObjectStoreTransport(), handles, mxfp4_experts, sum(n for _, n in replies))
+
+    @property
+    def senders(self) -> list:
+        """The rank actors, which send the weights in the collective transport."""
+        return self.group.actors
 
     def export(self, directory: str | Path, tokenizer) -> Path:
         """Rank 0 writes the policy as a checkpoint at directory (the experts gathered there, not here)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import ray
 import torch
 import torch.distributed as dist
 
@@ -41,6 +42,7 @@ from jointrl.rl.learner.distributed import (
     resolve_backend,
 )
 from jointrl.rl.learner.expert_parallel import expert_group_name, expert_keys, gather_full_state, shard_experts
+from jointrl.rl import weight_sync
 from jointrl.rl.weight_sync import ObjectStoreTransport, bucketize, rank_share
 from jointrl.rl.learner.batch import LossTotals, MicroBatch, SequenceSample, pack
 from jointrl.rl.learner.forward import (
@@ -122,6 +124,9 @@ def build_engine(module: torch.nn.Module, learner: LearnerConfig):
 
 class LearnerRank:
     """The per-rank work of LearnerGroup: set up once, then train steps, state export, save and load."""
+
+    # Collective weight sends run on their own thread, so a push is not queued behind a train step (async mode).
+    RAY_OPTIONS = {"concurrency_groups": {"weights": 1}}
 
     def __init__(self, cfg: RunConfig, threads: int = 1):
         torch.set_num_threads(max(1, threads))
@@ -299,14 +304,45 @@ class LearnerRank:
         # whole buffer with every tensor (gigabytes per push for a few-MB model).
         return {k: v.to("cpu", copy=True) for k, v in full.items()} if self.rank == 0 else None
 
-    def publish_shard(self, bucket_bytes: int, mxfp4_experts: bool) -> tuple[list, int]:
-        """Put this rank's share of the policy in the object store in buckets: (handles, bytes), for the workers."""
+    def publish_shard(self, bucket_bytes: int, mxfp4_experts: bool, version: int | None = None) -> tuple[list, int]:
+        """This rank's share of the policy in buckets: (handles, bytes) for the workers.
+
+        Without a version the buckets go to the object store (handles: object refs); with one they are staged for
+        the collective transport (handles: BucketLayouts) until a push broadcasts them.
+        """
         share = rank_share(
             self.engine.module.policy_state_dict(), self.expert_keys, rank=self.rank, world_size=self.world_size,
             ep_size=self.cfg.learner.ep_size, mxfp4_experts=mxfp4_experts,
         )
         nbytes = sum(t.numel() * t.element_size() for t in share.values())
-        return ObjectStoreTransport().publish(bucketize(share, bucket_bytes)), nbytes
+        buckets = bucketize(share, bucket_bytes)
+        if version is None:
+            return ObjectStoreTransport().publish(buckets), nbytes
+        return weight_sync.stage_weights(version, buckets), nbytes
+
+    def weight_device(self) -> str:
+        """The device type this rank's weights live on (the sync groups use NCCL only if every member has CUDA)."""
+        return learner_device().type
+
+    @ray.method(concurrency_group="weights")
+    def join_weight_group(self, spec, member: int) -> None:
+        """Join a generation of the collective weight-sync groups as sender `member`."""
+        weight_sync.join_weight_group(spec, member)
+
+    @ray.method(concurrency_group="weights")
+    def send_weights(self, version: int, generation: int) -> int:
+        """Broadcast the staged share of `version` to the workers of that generation; returns the bytes sent."""
+        return weight_sync.send_weights(version, generation)
+
+    @ray.method(concurrency_group="weights")
+    def serve_weights(self, version: int) -> list:
+        """The staged share of `version` put in the object store (for a worker restarted between pushes)."""
+        return weight_sync.serve_weights(version)
+
+    @ray.method(concurrency_group="weights")
+    def leave_weight_group(self) -> None:
+        """Leave the collective weight-sync groups and drop the staged shares."""
+        weight_sync.leave_weight_group()
 
     def export(self, directory: str, tokenizer) -> str | None:
         """Write the policy as a checkpoint (save_pretrained) from rank 0; every rank of the first EP group must call."""
@@ -365,6 +401,7 @@ class LearnerRank:
             self.reference.load_state_dict(payload["reference"])
 
     def close(self) -> None:
-        """Leave the process group (before the actor is killed)."""
+        """Leave the process groups (before the actor is killed)."""
+        weight_sync.leave_weight_group()
         if dist.is_initialized():
             dist.destroy_process_group()

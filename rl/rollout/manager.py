@@ -24,6 +24,10 @@ between rounds reach episodes mid-way. A worker that dies, raises or misses the 
 it is restarted and they are played again from the start, each task at most `max_attempts` times before it
 comes back marked failed. Unlike chunks, a round does not isolate the task at fault: the worker's other
 episodes are played again with it (and fail with it after max_attempts rounds that raise).
+
+With the collective weight transport (`attach_collective`) a push is one round of broadcasts between the learner
+ranks and every worker: a worker restarted since the last push has caught up through the object store and the
+groups are formed anew first; a worker that dies during a push is restarted and the push made once more.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ray
 import torch
@@ -46,7 +50,10 @@ from jointrl.rl.rollout.agent import Task
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.worker import RolloutWorker
 from jointrl.rl.trajectory import Trajectory
-from jointrl.rl.weight_sync import DEFAULT_BUCKET_BYTES, WeightSync, WeightTransport, WeightUpdate
+from jointrl.rl.weight_sync import (
+    DEFAULT_BUCKET_BYTES, CollectiveGroup, CollectiveSyncError, CollectiveTransport, WeightSync, WeightTransport,
+    WeightUpdate,
+)
 
 
 @dataclass
@@ -116,6 +123,8 @@ class RolloutManager:
             placement=placement, **worker_options,
         )
         self.sync = WeightSync(transport, bucket_bytes, mxfp4_experts=rollout.mxfp4_experts)
+        self.collective: CollectiveGroup | None = None  # the weight-sync groups, with rollout.weight_transport collective
+        self._regroup = False  # a worker was restarted: the next collective push forms a new generation first
         self.faults: list[Fault] = []
         self._dead: set[int] = set()  # slots whose actor died or was killed, restarted before their next use
         self._flights: dict[ray.ObjectRef, _Flight] = {}
@@ -148,6 +157,8 @@ class RolloutManager:
             update = self.sync.adopt(weights)
         else:
             update = self.sync.publish(weights, version)
+        if isinstance(update.transport, CollectiveTransport):
+            return self._push_collective(update)
         live = [slot for slot in range(len(self.workers)) if slot not in self._dead]
         acks = {slot: self.workers[slot].load_weights.remote(update) for slot in live}
         for slot, ack in acks.items():
@@ -158,6 +169,38 @@ class RolloutManager:
         for slot in sorted(self._dead):
             self._restart(slot)
         return update
+
+    def attach_collective(self, group: CollectiveGroup) -> CollectiveTransport:
+        """Use the collective transport: form the weight-sync groups with the learner ranks (group's senders)."""
+        self.collective = group
+        return group.form(self.workers)
+
+    def _push_collective(self, update: WeightUpdate) -> WeightUpdate:
+        """Deliver over the weight-sync groups; a worker that died is restarted and the push is made once more."""
+        if self.collective is None:
+            raise ValueError(f"weights version {update.version} came through the collective transport, but this "
+                             "manager has no weight-sync group: call attach_collective first")
+        for slot in sorted(self._dead):
+            self._restart(slot)
+        for _ in range(2):
+            if self._regroup or self.collective.transport is None:
+                self.collective.form(self.workers)
+                self._regroup = False
+            # The update names the generation its broadcasts run in: the current one.
+            update = replace(update, transport=self.collective.transport)
+            try:
+                dead = self.collective.deliver(update, self.workers)
+            except Exception:
+                self._regroup = True  # a failed broadcast may leave the groups unusable
+                raise
+            if not dead:
+                self.sync.latest = update
+                return update
+            self._dead.update(dead)
+            for slot in dead:
+                self._restart(slot)
+        raise CollectiveSyncError(f"weights version {update.version}: rollout workers {dead} died in two collective "
+                                  "pushes in a row")
 
     def run(self, tasks: list[Task], seed: int = 0, temperature: float | None = None) -> list[Trajectory]:
         """Play every task on the workers; exactly one trajectory per task, in task order.
@@ -267,8 +310,12 @@ class RolloutManager:
             c.sent, c.error = False, f"{kind}: {detail}"
 
     def shutdown(self) -> None:
-        """Kill the workers and release their resources."""
-        self.group.shutdown()
+        """Leave the weight-sync groups, kill the workers and release their resources."""
+        try:
+            if self.collective is not None:
+                self.collective.close(self.workers)
+        finally:
+            self.group.shutdown()
 
     def _dispatch(self, slot: int, chunk: list[int], batch: _Batch, seed: int, temperature: float | None = None) -> None:
         if slot in self._dead:
@@ -332,8 +379,11 @@ class RolloutManager:
             if c.slot == slot:
                 c.sent, c.error = False, c.error or "died: its rollout worker was restarted"
         actor = self.group.restart(slot)
+        if self.collective is not None:
+            self._regroup = True  # the fresh actor is in no group yet
         if self.sync.latest is not None:
-            ray.get(actor.load_weights.remote(self.sync.latest))
+            # A collective update reaches a lone worker through the object store, from the ranks' staged buffers.
+            ray.get(actor.load_weights.remote(self.sync.latest.transport.alone(self.sync.latest)))
         self._dead.discard(slot)
 
 

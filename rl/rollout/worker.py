@@ -28,6 +28,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.config import RolloutConfig
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
+from jointrl.rl import weight_sync
 from jointrl.rl.weight_sync import WeightUpdate, piece_key, split_key, unique_names
 from jointrl.rl.trajectory import Trajectory
 
@@ -94,19 +95,38 @@ class RolloutWorker:
 
         Whole tensors are loaded as they are; a piece `name[start:stop]` (from one learner rank's share) is copied
         into those rows. Every tensor of the model must arrive, a piece-wise one with rows tiling dim 0 exactly.
+        A refused collective update is still received to its end (the transport's abandon), so no sender waits on us.
         """
-        if update.version < self.engine.version:
-            raise ValueError(f"weights version {update.version} is older than the loaded version {self.engine.version}")
-        # A Ray actor runs one call at a time, so this is never inside a decode step. Only partial mode leaves
-        # episodes in flight between calls: their rows keep the KV cache computed under the old weights (not
-        # recomputed) and their next tokens are sampled by the new ones, and record the new version.
-        assert not self.engine.busy or self.loop.carried, "weights change only between runs"
-        # Until every bucket is in, the copy is a mix of two versions and must not sample.
-        self._loaded = False
+        buckets = update.buckets()
+        try:
+            if update.version < self.engine.version:
+                raise ValueError(f"weights version {update.version} is older than the loaded version {self.engine.version}")
+            # A Ray actor runs one call at a time, so this is never inside a decode step. Only partial mode leaves
+            # episodes in flight between calls: their rows keep the KV cache computed under the old weights (not
+            # recomputed) and their next tokens are sampled by the new ones, and record the new version.
+            assert not self.engine.busy or self.loop.carried, "weights change only between runs"
+            # Until every bucket is in, the copy is a mix of two versions and must not sample.
+            self._loaded = False
+            targets, received, spans = self._load_buckets(update.version, buckets)
+        except Exception:
+            # A collective update must still be received to its end, or the other members wait for this one.
+            update.transport.abandon(buckets)
+            raise
+        received |= {name for name, got in spans.items() if _tiles(got, targets[name].shape[0])}
+        missing = self._expected - received
+        if missing:
+            example = sorted(missing)[:5]
+            raise ValueError(f"weights version {update.version} lacks {len(missing)} tensors, e.g. {example}")
+        self.engine.version = update.version
+        self._loaded = True
+        return update.version
+
+    def _load_buckets(self, version: int, buckets) -> tuple[dict, set[str], dict[str, list[tuple[int, int]]]]:
+        """Copy each bucket into the model: (the model's tensors, names loaded whole, row spans per piece-wise name)."""
         targets = self.model.state_dict()  # tensors sharing storage with the model's
         received: set[str] = set()
         spans: dict[str, list[tuple[int, int]]] = {}
-        for bucket in update.buckets():
+        for bucket in buckets:
             whole: dict[str, torch.Tensor] = {}
             pieces: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
             for key, tensor in bucket.items():
@@ -118,25 +138,18 @@ class RolloutWorker:
             converted = self._convert(whole)
             _, unexpected = self.model.load_state_dict(converted, strict=False)
             if unexpected:
-                raise ValueError(f"weights version {update.version} has tensors this model lacks: {sorted(unexpected)[:5]}")
+                raise ValueError(f"weights version {version} has tensors this model lacks: {sorted(unexpected)[:5]}")
             received |= converted.keys()
             for (start, stop), named in pieces.items():
                 for name, rows in self._convert(named).items():
                     target = targets.get(name)
                     if target is None or tuple(target[start:stop].shape) != tuple(rows.shape):
                         have = "missing" if target is None else tuple(target.shape)
-                        raise ValueError(f"weights version {update.version}: piece {piece_key(name, start, stop)} of "
+                        raise ValueError(f"weights version {version}: piece {piece_key(name, start, stop)} of "
                                          f"shape {tuple(rows.shape)} does not fit this model's tensor ({have})")
                     target[start:stop].copy_(rows)
                     spans.setdefault(name, []).append((start, stop))
-        received |= {name for name, got in spans.items() if _tiles(got, targets[name].shape[0])}
-        missing = self._expected - received
-        if missing:
-            example = sorted(missing)[:5]
-            raise ValueError(f"weights version {update.version} lacks {len(missing)} tensors, e.g. {example}")
-        self.engine.version = update.version
-        self._loaded = True
-        return update.version
+        return targets, received, spans
 
     def _convert(self, bucket: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         # The update's expert format need not match this copy's: quantize or decode on arrival.
@@ -211,6 +224,18 @@ class RolloutWorker:
                 return [f.result() for f in futures]
         finally:
             scheduler.stop()
+
+    def weight_device(self) -> str:
+        """The device type of this copy's weights (the sync groups use NCCL only if every member has CUDA)."""
+        return self.model.embed.weight.device.type
+
+    def join_weight_group(self, spec: weight_sync.CollectiveSpec, member: int) -> None:
+        """Join a generation of the collective weight-sync groups as member `member` (after the learner ranks)."""
+        weight_sync.join_weight_group(spec, member)
+
+    def leave_weight_group(self) -> None:
+        """Leave the collective weight-sync groups."""
+        weight_sync.leave_weight_group()
 
     @torch.no_grad()
     def state(self) -> dict[str, torch.Tensor]:
