@@ -111,7 +111,7 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     first = cfg.envs.train_seeds.start + sft.demos_per_env
     start = time.perf_counter()
     extra = collect_demos(env_ids, list(range(first, first + sft.drill_demos_per_env)))
-    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra)]
+    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra, calls_only=sft.drill_turns == "calls")]
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs from {len(demos) + len(extra)} "
                   f"demonstrations in {time.perf_counter() - start:.1f}s")
     start = time.perf_counter()

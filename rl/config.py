@@ -436,6 +436,10 @@ class SFTConfig(Section):
         0, ge=0, description="Extra demonstrations per env id for the drill's pairs (train seeds after the SFT demos')."
     )
     drill_pack: int = Field(8, ge=1, description="(message -> reply) pairs packed into one drill sequence.")
+    drill_turns: Literal["calls", "all"] = Field(
+        "calls", description="Which assistant turns the drill pairs: those that call tools, or also final answers "
+        "(copying a figure out of tool output)."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."

@@ -23,6 +23,7 @@ from jointrl.envs.terminal.gitcheck import parse_batch, tree_names
 from jointrl.envs.terminal.task import Answer, File, Git
 from jointrl.envs.terminal.verify import Fact, normalise_answer, score, table_facts, tar_facts
 from jointrl.envs.terminal.workspace import Workspace
+from jointrl.model.tokenizer import train_tokenizer
 
 IDS = registry.env_ids("terminal/*")
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -248,6 +249,24 @@ def test_setup_replayed_from_the_cache_is_the_same_repository(play):
     assert second.recorded == first.recorded and set(second.recorded) == {"main", "feature"}
     second.demo()
     assert second.signals()["success"] == 1.0
+
+
+def test_text_count_demo_writes_the_questions_path_as_the_same_tokens():
+    """The demo's command holds the question's path as the very token ids the question has.
+
+    A bare path after a space starts with a space-prefixed token (`` pepper`` where the question has ``pepper``),
+    so the command was no copy a small policy could make (docs/learning.md).
+    """
+    tasks = [task_of("terminal/text-count-v0:easy", seed) for seed in range(40)]
+    tokenizer = train_tokenizer([t.prompt + "\n" + t.steps[0].command for t in tasks], 1024)
+    for task in tasks[:20]:
+        path = task.prompt.split("`")[1]
+        question = tokenizer.encode(task.prompt)
+        spans = [question[i:j] for i in range(len(question)) for j in range(i + 1, len(question) + 1)
+                 if tokenizer.decode(question[i:j]) == path]
+        assert spans, f"{path} is no whole tokens of the question"
+        command = tokenizer.encode(task.steps[0].command)
+        assert any(command[i:i + len(spans[0])] == spans[0] for i in range(len(command))), task.steps[0].command
 
 
 def test_wrong_answer_scores_zero(play):

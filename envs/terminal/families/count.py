@@ -39,7 +39,9 @@ def _substring(rng: random.Random) -> Task:
     expected = sum(word in line for line in lines)
     prompt = (f"How many lines of `{path}` contain the text `{word}` (case-sensitive; anywhere in the line, also inside "
               "longer words)?")
-    steps = [Step(f"grep -c -- '{word}' {path}", "grep -c counts matching lines, and is case-sensitive by default.")]
+    # The path is quoted as the question quotes it: then it tokenises the same in both places (a bare path after a
+    # space starts with a space-prefixed token), so writing the command is a token-for-token copy.
+    steps = [Step(f"grep -c -- '{word}' '{path}'", "grep -c counts matching lines, and is case-sensitive by default.")]
     return Task(prompt, NUMBER, {path: "\n".join(lines) + "\n"}, steps,
                 [Answer(str(expected))], answer_from_output=True)
 
