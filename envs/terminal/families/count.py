@@ -83,7 +83,9 @@ def _whole_word(rng: random.Random) -> Task:
 
 def _top_word(rng: random.Random) -> Task:
     min_len = rng.choice([5, 6, 7])
-    root = rng.choice(vocab.WORDS)
+    # Two words: one word x three lengths made 447 distinct prompts, and 16% of 100 held-out seeds asked exactly
+    # a training seed's question.
+    root = "-".join(vocab.words(rng, 2))
     files: dict[str, str] = {}
     counted: Counter = Counter()
     folders = [root, f"{root}/a", f"{root}/b", f"{root}/b/c"]
