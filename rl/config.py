@@ -392,6 +392,11 @@ class LearnerConfig(Section):
     betas: tuple[float, float] = Field((0.9, 0.95), description="Adam beta1 and beta2.")
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps to the peak learning rate.")
+    norm_lr_scale: float = Field(
+        1.0, gt=0, allow_inf_nan=False,
+        description="Learning-rate multiplier of the norm layers' gains (1-D, near 1, so Adam's lr-sized step moves "
+        "them relatively little; the final norm's gain is the policy's sampling temperature).",
+    )
     grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; null = off.")
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed micro-batch.")
     updates_per_step: int = Field(

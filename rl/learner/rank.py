@@ -103,13 +103,24 @@ def _engine_class():
     return TaggedMoEEngine
 
 
+def is_norm_gain(name: str, param: torch.nn.Parameter) -> bool:
+    """Whether a parameter is a normalisation layer's per-channel gain (a 1-D weight of a *norm module)."""
+    return param.ndim == 1 and name.endswith("norm.weight")
+
+
 def build_engine(module: torch.nn.Module, learner: LearnerConfig):
     """A DeepSpeed engine over module with AdamW split into dense and expert groups and a linear warm-up."""
     from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
     from deepspeed.runtime.config import DeepSpeedConfig
 
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": trainable})
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    gains = [p for n, p in named if is_norm_gain(n, p)]
+    rest = [p for n, p in named if not is_norm_gain(n, p)]
+    groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": rest})
+    if gains and learner.norm_lr_scale != 1.0:
+        groups.append({"name": "norm_gains", "params": gains, "lr": learner.lr * learner.norm_lr_scale})
+    else:
+        groups[0]["params"] = gains + groups[0]["params"]
     groups = [g for g in groups if g["params"]]
     optimizer = torch.optim.AdamW(groups, lr=learner.lr, betas=learner.betas, weight_decay=learner.weight_decay)
     warmup = learner.warmup_steps

@@ -156,6 +156,34 @@ def test_tiny_step_changes_every_trainable_parameter(ray_session):
     assert all(v.untyped_storage().nbytes() == v.numel() * v.element_size() for v in after.values())
 
 
+def test_norm_lr_scale_moves_norm_gains_by_that_multiple_of_the_lr(ray_session):
+    """Adam's first step moves each weight by about lr (m / sqrt(v) = sign of its gradient): norm gains by
+    lr x norm_lr_scale, every other weight by lr, and the set of gains is every 1-D *norm.weight."""
+    lr, scale = 1e-4, 50.0
+    cfg = run_config(lr=lr, norm_lr_scale=scale, grad_clip=None)
+    state = initial_state(cfg)
+    group = LearnerGroup(cfg, state, placement=PLACEMENT)
+    try:
+        group.train_step(*synth_trajectories(cfg, 6, seed=2))
+        after = group.state_dict()
+    finally:
+        group.shutdown()
+    gains = {k for k, v in state.items() if v.ndim == 1 and k.endswith("norm.weight")}
+    assert {"norm.weight"} < gains and any("layernorm" in k for k in gains)
+    for key, before in state.items():
+        if key.endswith("e_score_correction_bias"):
+            continue  # moved by the balancing rule, not the optimizer
+        step = (after[key] - before).abs()
+        moved = step[step > 0]
+        want = lr * scale if key in gains else lr
+        # |m / (sqrt(v) + eps)| = |g| / (|g| + eps) <= 1, and near 1 unless |g| is within ~100x of eps (the
+        # indexer's norm bias has gradients ~1e-7 here: 0.6-0.99 of a step); slack is the fp32 rounding of
+        # w - step (an ulp of dt_bias ~ 4.7 is 4.8e-7).
+        slack = 2 * torch.finfo(torch.float32).eps * float(before.abs().max())
+        assert step.max() <= want + slack, key
+        assert moved.numel() and moved.median() >= want * 0.9 - slack, key
+
+
 def test_nan_guard_skips_the_step_on_every_rank(ray_session):
     """A NaN advantage on one rank's sample: both ranks skip, weights and router biases stay bit-identical."""
     cfg = run_config(ranks=2, ep_size=2, zero_stage=2, warmup_steps=2)
@@ -183,7 +211,8 @@ def test_nan_guard_skips_the_step_on_every_rank(ray_session):
 
 def test_save_load_continues_bit_for_bit(ray_session, tmp_path):
     """step, save, step == step, (new group) load, step: identical weights, optimizer and schedule (fp32)."""
-    cfg = run_config(ranks=2, ep_size=2, zero_stage=2, warmup_steps=3).model_copy(
+    # norm_lr_scale gives the norm gains their own optimizer group, which the checkpoint must restore too.
+    cfg = run_config(ranks=2, ep_size=2, zero_stage=2, warmup_steps=3, norm_lr_scale=10.0).model_copy(
         update={"algorithm": run_config().algorithm.model_copy(update={"kl_coef": 0.05})}
     )
     state = initial_state(cfg)
