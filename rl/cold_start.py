@@ -36,6 +36,15 @@ class ColdStart:
     losses: list[float]
 
 
+def demo_counts(cfg: RunConfig) -> dict[str, int]:
+    """SFT demonstrations per env id of the mix: its first matching entry's `demos`, else trainer.sft.demos_per_env."""
+    counts: dict[str, int] = {}
+    for entry in cfg.envs.mix:
+        for env_id in mix_env_ids([entry.glob]):
+            counts.setdefault(env_id, cfg.trainer.sft.demos_per_env if entry.demos is None else entry.demos)
+    return counts
+
+
 def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> ColdStart:
     """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it.
 
@@ -47,8 +56,10 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     sft = cfg.trainer.sft
     env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
     start = time.perf_counter()
-    seeds = list(range(cfg.envs.train_seeds.start, cfg.envs.train_seeds.start + sft.demos_per_env))
-    demos: list[Conversation] = collect_demos(env_ids, seeds)
+    first = cfg.envs.train_seeds.start
+    demos: list[Conversation] = []
+    for env_id, count in demo_counts(cfg).items():
+        demos += collect_demos([env_id], list(range(first, first + count)))
     for path in sft.jsonl:
         demos += read_conversations(path)
     if not demos:
@@ -108,10 +119,11 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
                console: Console) -> list[float]:
     """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id."""
     sft = cfg.trainer.sft
-    first = cfg.envs.train_seeds.start + sft.demos_per_env
+    # After every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
+    first = cfg.envs.train_seeds.start + max(demo_counts(cfg).values())
     start = time.perf_counter()
     extra = collect_demos(env_ids, list(range(first, first + sft.drill_demos_per_env)))
-    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra, calls_only=sft.drill_turns == "calls")]
+    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra, sft.drill_turns)]
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs from {len(demos) + len(extra)} "
                   f"demonstrations in {time.perf_counter() - start:.1f}s")
     start = time.perf_counter()

@@ -67,6 +67,9 @@ class EnvMixEntry(Section):
 
     glob: str = Field(..., min_length=1, description="Glob over env ids 'domain/family-vN:difficulty', e.g. 'swe/*:hard'.")
     weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Relative sampling weight of the selected envs.")
+    demos: int | None = Field(
+        None, ge=0, description="Cold-start demonstrations per env id of this glob; unset = trainer.sft.demos_per_env.",
+    )
     agent: str | None = Field(
         None, description="'module:function' of a black-box agent program that plays these envs through the OpenAI "
         "API (see rl/serve/blackbox.py); unset = the built-in agent loop.",
@@ -441,9 +444,9 @@ class SFTConfig(Section):
         0, ge=0, description="Extra demonstrations per env id for the drill's pairs (train seeds after the SFT demos')."
     )
     drill_pack: int = Field(8, ge=1, description="(message -> reply) pairs packed into one drill sequence.")
-    drill_turns: Literal["calls", "all"] = Field(
-        "calls", description="Which assistant turns the drill pairs: those that call tools, or also final answers "
-        "(copying a figure out of tool output)."
+    drill_turns: Literal["calls", "tool", "all"] = Field(
+        "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
+        "answers to tool output (copying a figure out of it); all = also answers to a user message."
     )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "

@@ -23,19 +23,25 @@ from jointrl.rl.sft import Conversation
 PAIR_CHARS = 600  # a pair's message is cut to its last this many characters: long tool output would crowd the pack
 
 
-def drill_pairs(conversations: Iterable[Conversation], calls_only: bool = True) -> list[str]:
+DRILL_TURNS = ("calls", "tool", "all")
+
+
+def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> list[str]:
     """One text per assistant turn: the message it answers, then what it wrote (tool-call arguments or content).
 
-    calls_only keeps the turns that call tools: their arguments are where a policy copies what it was shown,
-    and final answers (a short copy or a computed value) would dilute the pack.
+    turns picks the assistant turns: "calls", those that call tools (their arguments are where a policy copies
+    what it was shown); "tool", also those that answer a tool's output (a figure copied out of it); "all", also
+    answers to a user message (a short or computed answer, which dilutes the pack with guesses).
     """
+    if turns not in DRILL_TURNS:
+        raise ValueError(f"drill turns must be one of {', '.join(DRILL_TURNS)}, got {turns!r}")
     pairs = []
     for conv in conversations:
         for before, message in zip(conv.messages, conv.messages[1:]):
             if message.get("role") != "assistant" or before.get("role") not in ("user", "tool"):
                 continue
             calls = [call["function"]["arguments"] for call in message.get("tool_calls") or []]
-            if calls_only and not calls:
+            if not calls and (turns == "calls" or (turns == "tool" and before["role"] != "tool")):
                 continue
             reply = "\n".join(calls) if calls else (message.get("content") or "")
             prompt = before.get("content") or ""

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from jointrl.model.tokenizer import train_tokenizer
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.cold_start import demo_counts
+from jointrl.rl.config import RolloutConfig, RunConfig
 from jointrl.rl.demos import demo_misfits, demo_needs
 from jointrl.rl.sft import Conversation
 
@@ -32,3 +33,15 @@ def test_a_demo_the_rollout_limits_would_cut_is_reported_with_the_key_and_both_n
     assert lines[0].startswith("t/short-v0:easy: 1 of 1 demonstrations do not fit") and "max_turns is 1, a demo needs 2" in lines[0]
     assert lines[1] == (f"t/long-v0:easy: 2 of 2 demonstrations do not fit the rollout limits (rollout.max_turns is 1, "
                         f"a demo needs 2; rollout.max_new_tokens_per_turn is {longest - 1}, a demo needs {longest})")
+
+
+def test_each_mix_entry_can_set_its_own_number_of_cold_start_demos():
+    cfg = RunConfig(
+        model={"preset": "debug"},
+        envs={"mix": [{"glob": "reasoning/syllogism-v0:default", "demos": 3},
+                      {"glob": "terminal/text-count-v0:*"},
+                      {"glob": "terminal/text-count-v0:easy", "demos": 9}]},  # already in the glob above: first wins
+        trainer={"sft": {"demos_per_env": 5}},
+    )
+    assert demo_counts(cfg) == {"reasoning/syllogism-v0:default": 3, "terminal/text-count-v0:easy": 5,
+                                "terminal/text-count-v0:medium": 5, "terminal/text-count-v0:hard": 5}

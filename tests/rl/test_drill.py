@@ -28,11 +28,18 @@ def test_pairs_are_each_assistant_turn_with_the_message_it_answers():
         {"role": "user", "content": "Thanks."},
         {"role": "assistant", "content": ""},  # says nothing: not a pair
     ])
-    assert drill_pairs([conv], calls_only=False) == [
-        'Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n',
-        long_output[-PAIR_CHARS:] + "\n> 141\n",
-    ]
-    assert drill_pairs([conv]) == ['Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n'], "by default tool calls only"
+    call = 'Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n'
+    answer = long_output[-PAIR_CHARS:] + "\n> 141\n"
+    assert drill_pairs([conv], "tool") == [call, answer]
+    assert drill_pairs([conv]) == [call], "by default tool calls only"
+    chat = Conversation([
+        {"role": "user", "content": "Is a bat a bird?"},
+        {"role": "assistant", "content": "No", "reasoning_content": "mammal"},
+    ])
+    assert drill_pairs([conv, chat], "all") == [call, answer, "Is a bat a bird?\n> No\n"]
+    assert drill_pairs([conv, chat], "tool") == [call, answer], "an answer to the user is not a tool turn"
+    with pytest.raises(ValueError, match="drill turns must be one of calls, tool, all, got 'some'"):
+        drill_pairs([conv], "some")
 
 
 def test_a_batch_row_packs_whole_distinct_pairs_and_is_cut_at_max_len():
