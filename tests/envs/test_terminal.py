@@ -251,22 +251,24 @@ def test_setup_replayed_from_the_cache_is_the_same_repository(play):
     assert second.signals()["success"] == 1.0
 
 
-def test_text_count_demo_writes_the_questions_path_as_the_same_tokens():
-    """The demo's command holds the question's path as the very token ids the question has.
+@pytest.mark.parametrize("env_id", ["terminal/text-count-v0:easy", "terminal/text-rewrite-v0:easy"])
+def test_demo_commands_write_the_questions_path_as_the_same_tokens(env_id):
+    """Every demo command holds the question's first path as the very token ids the question has.
 
     A bare path after a space starts with a space-prefixed token (`` pepper`` where the question has ``pepper``),
     so the command was no copy a small policy could make (docs/learning.md).
     """
-    tasks = [task_of("terminal/text-count-v0:easy", seed) for seed in range(40)]
-    tokenizer = train_tokenizer([t.prompt + "\n" + t.steps[0].command for t in tasks], 1024)
+    tasks = [task_of(env_id, seed) for seed in range(40)]
+    tokenizer = train_tokenizer([t.prompt + "\n" + "\n".join(s.command for s in t.steps) for t in tasks], 1024)
     for task in tasks[:20]:
         path = task.prompt.split("`")[1]
         question = tokenizer.encode(task.prompt)
         spans = [question[i:j] for i in range(len(question)) for j in range(i + 1, len(question) + 1)
                  if tokenizer.decode(question[i:j]) == path]
         assert spans, f"{path} is no whole tokens of the question"
-        command = tokenizer.encode(task.steps[0].command)
-        assert any(command[i:i + len(spans[0])] == spans[0] for i in range(len(command))), task.steps[0].command
+        for step in task.steps:
+            command = tokenizer.encode(step.command)
+            assert any(command[i:i + len(spans[0])] == spans[0] for i in range(len(command))), step.command
 
 
 def test_wrong_answer_scores_zero(play):

@@ -35,8 +35,9 @@ def _urls(rng: random.Random) -> Task:
     prompt = (f"In `{target}`, replace every `http://` with `https://` (comments included). "
               f"`{kept}` must stay exactly as it is.")
     steps = [
-        Step(f"grep -n 'http://' {target}", "See the occurrences first."),
-        Step(f"sed -i 's#http://#https://#g' {target} && grep -c 'http://' {target}",
+        # The path quoted as the question quotes it, so it is the same tokens in both (see count.py).
+        Step(f"grep -n -- 'http://' '{target}'", "See the occurrences first."),
+        Step(f"sed -i 's#http://#https://#g' '{target}' && grep -c -- 'http://' '{target}'",
              "A global substitution; the count should now be 0."),
     ]
     checks = [File(target, app.replace("http://", "https://"), match="exact"), File(kept, legacy, match="exact", keep=True)]
