@@ -1,7 +1,7 @@
 """Does RL make the agent better? One SFT checkpoint, then RL arms compared on the same held-out tasks.
 
     python benchmarks/learning.py [RECIPE] [--arms sft,single,joint,learnability] [--eval-seeds N]
-                                  [--eval-samples K] [--out DIR] [key=value ...]
+                                  [--eval-samples K] [--sft-temperatures T,...] [--out DIR] [key=value ...]
 
 From one supervised cold start (the recipe's `trainer.sft`), the arms are:
   sft           no RL: the cold-start checkpoint itself;
@@ -11,8 +11,9 @@ From one supervised cold start (the recipe's `trainer.sft`), the arms are:
 Every policy is evaluated on the same held-out tasks (the recipe's eval seeds, which the config keeps at
 or above the envs' held-out start), sampled at the rollout temperature, N seeds per env id x K samples.
 The table gives each family's pass rate per arm and each arm's paired change from SFT with its bootstrap
-95% CI (rl/significance.py), and transfer = joint - single per family, also paired. JSON (every change) and
-a PNG (training pass rate per domain against step, per arm) go to --out.
+95% CI (rl/significance.py), and transfer = joint - single per family, also paired. --sft-temperatures adds the
+SFT checkpoint sampled at lower temperatures as control columns: RL that only sharpens the policy gains no more
+than one of them. JSON (every change) and a PNG (training pass rate per domain against step, per arm) go to --out.
 """
 from __future__ import annotations
 
@@ -44,13 +45,15 @@ def with_envs(cfg: RunConfig, run_dir: Path, **envs) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
-def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, samples: int) -> EvalSummary:
-    """The policy `state` on `seeds` held-out seeds per env id, `samples` samples each at the rollout temperature."""
+def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, samples: int,
+             temperature: float | None = None) -> EvalSummary:
+    """The policy `state` on `seeds` held-out seeds per env id, `samples` samples each (default: at the rollout
+    temperature)."""
     model = policy_from_state(cfg, state).eval().requires_grad_(False)
     start = cfg.envs.eval_seeds.start
     return evaluate(model, tokenizer, cfg, env_ids, list(range(start, start + seeds)),
-                    temperature=cfg.rollout.temperature, max_rows=cfg.rollout.max_rows, samples=samples,
-                    seed=cfg.trainer.seed)
+                    temperature=cfg.rollout.temperature if temperature is None else temperature,
+                    max_rows=cfg.rollout.max_rows, samples=samples, seed=cfg.trainer.seed)
 
 
 def restrict(summary: EvalSummary, domain: str) -> EvalSummary:
@@ -69,8 +72,8 @@ def _cell(change: Change | None) -> str:
 def report(evals: dict[str, EvalSummary], console: Console) -> dict:
     """Print the family x arm table and return every paired change as JSON-ready dicts."""
     sft = evals["sft"]
-    vs_sft = {arm: {c.group: c for c in compare(_matching(sft, evals[arm]), evals[arm], family_of)}
-              for arm in ARMS if arm in evals and arm != "sft"}
+    columns = [arm for arm in ARMS if arm in evals and arm != "sft"] + [k for k in evals if k.startswith("sft@")]
+    vs_sft = {arm: {c.group: c for c in compare(_matching(sft, evals[arm]), evals[arm], family_of)} for arm in columns}
     transfer = {}
     if "joint" in evals and "single" in evals:
         transfer = {c.group: c for c in compare(evals["single"], _matching(evals["joint"], evals["single"]), family_of)}
@@ -125,11 +128,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
     parser.add_argument("--eval-seeds", type=int, default=64, help="held-out seeds per env id (default 64)")
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task (default 4)")
+    parser.add_argument("--sft-temperatures", default="",
+                        help="comma-separated temperatures below the rollout's to sample the SFT checkpoint at (controls)")
     parser.add_argument("--out", default="runs/learning", help="output directory (default runs/learning)")
-    args = parser.parse_args(argv)
+    # Intermixed: recipe overrides may follow the options, as in the usage line.
+    args = parser.parse_intermixed_args(argv)
     arms = args.arms.split(",")
     if any(a not in ARMS for a in arms) or "sft" not in arms:
         raise SystemExit(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}, sft included")
+    try:
+        temperatures = [float(t) for t in args.sft_temperatures.split(",") if t.strip()]
+    except ValueError:
+        raise SystemExit(f"--sft-temperatures {args.sft_temperatures!r}: give numbers, e.g. 0.85,0.7") from None
 
     began = time.perf_counter()
     # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
@@ -144,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         return held_out(cfg, start.tokenizer, state, env_ids, args.eval_seeds, args.eval_samples)
 
     evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
+    for temperature in temperatures:
+        evals[f"sft@T{temperature:g}"] = held_out(cfg, start.tokenizer, sft_state, start.env_ids, args.eval_seeds,
+                                                 args.eval_samples, temperature=temperature)
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - began
     (out / "learning.json").write_text(json.dumps({
         "recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
-        "eval_samples": args.eval_samples, "seconds": {**seconds, "total": total}, **results,
+        "eval_samples": args.eval_samples, "sft_temperatures": temperatures, "seconds": {**seconds, "total": total}, **results,
         "history": histories,
     }, indent=1))
     console.print(f"wrote {out / 'learning.json'} and {out / 'learning.png'} in {total:.0f}s")
