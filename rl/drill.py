@@ -37,16 +37,23 @@ def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> 
         raise ValueError(f"drill turns must be one of {', '.join(DRILL_TURNS)}, got {turns!r}")
     pairs = []
     for conv in conversations:
+        question = ""
         for before, message in zip(conv.messages, conv.messages[1:]):
+            if before.get("role") == "user":
+                question = before.get("content") or ""
             if message.get("role") != "assistant" or before.get("role") not in ("user", "tool"):
                 continue
             calls = [call["function"]["arguments"] for call in message.get("tool_calls") or []]
             if not calls and (turns == "calls" or (turns == "tool" and before["role"] != "tool")):
                 continue
             reply = "\n".join(calls) if calls else (message.get("content") or "")
-            prompt = before.get("content") or ""
+            prompt = (before.get("content") or "")[-PAIR_CHARS:]
+            if before["role"] == "tool":
+                # A later call copies from the question as well (a path the tool output does not show): keep it
+                # in view, or the pair teaches writing a name that is nowhere before it.
+                prompt = f"{question[-PAIR_CHARS:]}\n{prompt}"
             if reply.strip() and prompt.strip():
-                pairs.append(f"{prompt[-PAIR_CHARS:]}\n> {reply}\n")
+                pairs.append(f"{prompt}\n> {reply}\n")
     return pairs
 
 

@@ -29,7 +29,8 @@ def test_pairs_are_each_assistant_turn_with_the_message_it_answers():
         {"role": "assistant", "content": ""},  # says nothing: not a pair
     ])
     call = 'Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n'
-    answer = long_output[-PAIR_CHARS:] + "\n> 141\n"
+    # The turn after the tool output also shows the question: a later call copies from it too.
+    answer = "Count `pillow` in `a.md`.\n" + long_output[-PAIR_CHARS:] + "\n> 141\n"
     assert drill_pairs([conv], "tool") == [call, answer]
     assert drill_pairs([conv]) == [call], "by default tool calls only"
     chat = Conversation([
