@@ -109,18 +109,19 @@ def is_norm_gain(name: str, param: torch.nn.Parameter) -> bool:
 
 
 def build_engine(module: torch.nn.Module, learner: LearnerConfig):
-    """A DeepSpeed engine over module with AdamW split into dense and expert groups and a linear warm-up."""
+    """A DeepSpeed engine over module with AdamW split into dense and expert groups (and the norm gains, when
+    learner.norm_lr_scale is not 1) and a linear warm-up."""
     from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
     from deepspeed.runtime.config import DeepSpeedConfig
 
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    gains = [p for n, p in named if is_norm_gain(n, p)]
-    rest = [p for n, p in named if not is_norm_gain(n, p)]
-    groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": rest})
-    if gains and learner.norm_lr_scale != 1.0:
+    own_group = learner.norm_lr_scale != 1.0
+    # Without their own group the gains stay in module order in the dense group, as learner checkpoints expect.
+    dense = [p for n, p in named if not (own_group and is_norm_gain(n, p))]
+    groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": dense})
+    if own_group:
+        gains = [p for n, p in named if is_norm_gain(n, p)]
         groups.append({"name": "norm_gains", "params": gains, "lr": learner.lr * learner.norm_lr_scale})
-    else:
-        groups[0]["params"] = gains + groups[0]["params"]
     groups = [g for g in groups if g["params"]]
     optimizer = torch.optim.AdamW(groups, lr=learner.lr, betas=learner.betas, weight_decay=learner.weight_decay)
     warmup = learner.warmup_steps
