@@ -29,7 +29,7 @@ def test_quickstart_runs_every_stage_and_leaves_loadable_checkpoints(tmp_path, c
     out = capsys.readouterr().out
     assert code == 0, out
     for stage in ("supervised cold start", "evaluation of the SFT checkpoint", "joint RL", "evaluation after RL",
-                  "SFT checkpoint vs after RL", "change", "95% CI", "reasoning/syllogism"):
+                  "SFT checkpoint vs after RL", "change", "95% CI", "reasoning/chain_sum"):
         assert stage in out
     ckpt = Path(run_dir) / "checkpoints" / "sft"
     model = from_pretrained(ckpt)
