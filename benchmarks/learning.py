@@ -150,13 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     start = cold_start(cfg, console, overwrite=True)
     sft_state = start.model.state_dict()
 
-    def evaluate_policy(state, env_ids):
-        return held_out(cfg, start.tokenizer, state, env_ids, args.eval_seeds, args.eval_samples)
+    def evaluate_policy(state, env_ids, temperature=None):
+        return held_out(cfg, start.tokenizer, state, env_ids, args.eval_seeds, args.eval_samples, temperature)
 
     evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
     for temperature in temperatures:
-        evals[f"sft@T{temperature:g}"] = held_out(cfg, start.tokenizer, sft_state, start.env_ids, args.eval_seeds,
-                                                 args.eval_samples, temperature=temperature)
+        evals[f"sft@T{temperature:g}"] = evaluate_policy(sft_state, start.env_ids, temperature)
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:

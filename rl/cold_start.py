@@ -54,11 +54,12 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE], stage="sft", overwrite=overwrite)
     torch.manual_seed(cfg.trainer.seed)
     sft = cfg.trainer.sft
-    env_ids = mix_env_ids([entry.glob for entry in cfg.envs.mix])
+    counts = demo_counts(cfg)
+    env_ids = list(counts)
     start = time.perf_counter()
     first = cfg.envs.train_seeds.start
     demos: list[Conversation] = []
-    for env_id, count in demo_counts(cfg).items():
+    for env_id, count in counts.items():
         demos += collect_demos([env_id], list(range(first, first + count)))
     for path in sft.jsonl:
         demos += read_conversations(path)
@@ -92,7 +93,8 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
 
     if sft.drill_steps:
-        copy_drill(cfg, model, tokenizer, demos, env_ids, console)
+        # Drill seeds come after every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
+        copy_drill(cfg, model, tokenizer, demos, env_ids, first + max(counts.values()), console)
 
     start = time.perf_counter()
     tracker = Tracker(cfg, run_dir, stage="sft", console=console)
@@ -116,13 +118,11 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
 
 
 def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation], env_ids: list[str],
-               console: Console) -> list[float]:
-    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id."""
+               drill_seed: int, console: Console) -> list[float]:
+    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed."""
     sft = cfg.trainer.sft
-    # After every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
-    first = cfg.envs.train_seeds.start + max(demo_counts(cfg).values())
     start = time.perf_counter()
-    extra = collect_demos(env_ids, list(range(first, first + sft.drill_demos_per_env)))
+    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
     encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra, sft.drill_turns)]
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs from {len(demos) + len(extra)} "
                   f"demonstrations in {time.perf_counter() - start:.1f}s")
