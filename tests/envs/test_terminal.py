@@ -251,7 +251,8 @@ def test_setup_replayed_from_the_cache_is_the_same_repository(play):
     assert second.signals()["success"] == 1.0
 
 
-@pytest.mark.parametrize("env_id", ["terminal/text-count-v0:easy", "terminal/text-rewrite-v0:easy"])
+@pytest.mark.parametrize("env_id", ["terminal/text-count-v0:easy", "terminal/text-rewrite-v0:easy",
+                                    "terminal/archive-v0:easy"])
 def test_demo_commands_write_the_questions_path_as_the_same_tokens(env_id):
     """Every demo command holds the question's first path as the very token ids the question has.
 

@@ -46,11 +46,14 @@ def _extract(rng: random.Random) -> Task:
     dest = rng.choice([w for w in vocab.WORDS if w != name])
     files = _project(rng, top, rng.randint(6, 10), ["py", "md", "txt", "cfg"])
     expected = {f"{dest}/{path.split('/', 1)[1]}": data for path, data in files.items()}
-    prompt = (f"`{archive}` holds a single top-level folder `{top}/`. Extract it so that the *contents* of that folder "
-              f"end up directly in a new folder `{dest}/` (for example `{dest}/src/...`, not `{dest}/{top}/src/...`).")
+    # Not opening on a backtick: at the text's start it merges with the name into tokens the command never has.
+    prompt = (f"The archive `{archive}` holds a single top-level folder `{top}/`. Extract it so that the *contents* of "
+              f"that folder end up directly in a new folder `{dest}/` (for example `{dest}/src/...`, not "
+              f"`{dest}/{top}/src/...`).")
     steps = [
-        Step(f"tar -tzf {archive} | head -30", "List the archive to see its layout."),
-        Step(f"mkdir -p {dest} && tar -xzf {archive} -C {dest} --strip-components=1 && find {dest} -type f | sort",
+        # Names quoted as the question quotes them, so they are the same tokens in both (see count.py).
+        Step(f"tar -tzf '{archive}' | head -30", "List the archive to see its layout."),
+        Step(f"mkdir -p '{dest}' && tar -xzf '{archive}' -C '{dest}' --strip-components=1 && find '{dest}' -type f | sort",
              "--strip-components=1 drops the top-level folder from every path."),
     ]
     return Task(prompt, FINISH, {archive: make_tar(files, compress=True)}, steps, tree(dest, expected, {}))
