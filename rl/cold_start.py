@@ -45,14 +45,8 @@ def demo_counts(cfg: RunConfig) -> dict[str, int]:
     return counts
 
 
-def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> ColdStart:
-    """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it.
-
-    A run directory whose SFT checkpoint or metrics exist is refused unless overwrite, which deletes them.
-    """
-    run_dir = Path(cfg.tracking.run_dir)
-    claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE], stage="sft", overwrite=overwrite)
-    torch.manual_seed(cfg.trainer.seed)
+def sft_data(cfg: RunConfig, console: Console) -> tuple[list[Conversation], JointTokenizer | HFTokenizer]:
+    """The cold start's demonstrations (each env id's train seeds from the first, then trainer.sft.jsonl) and tokenizer."""
     sft = cfg.trainer.sft
     counts = demo_counts(cfg)
     env_ids = list(counts)
@@ -78,6 +72,22 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
         tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
         console.print(f"tokenizer: {tokenizer.vocab_size} tokens, trained in {time.perf_counter() - start:.1f}s")
     check_vocab(tokenizer, cfg.model.vocab_size, cfg.tokenizer.path or cfg.pretrained or "the trained tokenizer")
+    return demos, tokenizer
+
+
+def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> ColdStart:
+    """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it.
+
+    A run directory whose SFT checkpoint or metrics exist is refused unless overwrite, which deletes them.
+    """
+    run_dir = Path(cfg.tracking.run_dir)
+    claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE], stage="sft", overwrite=overwrite)
+    torch.manual_seed(cfg.trainer.seed)
+    sft = cfg.trainer.sft
+    counts = demo_counts(cfg)
+    env_ids = list(counts)
+    first = cfg.envs.train_seeds.start
+    demos, tokenizer = sft_data(cfg, console)
 
     for line in demo_misfits(tokenizer, demos, cfg.rollout):
         console.print(f"[yellow]warning[/] {line}", highlight=False)
@@ -106,7 +116,8 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
                 progress.advance(info=f"loss {metrics['loss']:.3f}")
 
             losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
-                               pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, log=log)
+                               pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, group_by_length=sft.group_by_length,
+                               log=log)
     finally:
         tracker.finish()
     tail = losses[-5:]

@@ -22,6 +22,8 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import ModelOutput, Transformer
 from jointrl.rl.progress import datasets_quiet
 
+LENGTH_WINDOW = 32  # batches per window that group_by_length sorts: wide enough to find look-alikes, small enough to stay shuffled
+
 
 @dataclass
 class Conversation:
@@ -117,12 +119,31 @@ def encode(tokenizer: JointTokenizer, conversations: Iterable[Conversation], max
     return examples
 
 
-def batches(examples: list[tuple[list[int], list[int]]], batch_size: int, pad_id: int, seed: int) -> Iterator[SFTBatch]:
-    """One shuffled epoch of right-padded batches."""
-    order = list(range(len(examples)))
-    random.Random(seed).shuffle(order)
-    for start in range(0, len(order), batch_size):
-        chunk = [examples[i] for i in order[start : start + batch_size]]
+def batch_order(lengths: list[int], batch_size: int, seed: int, group_by_length: bool = False) -> list[list[int]]:
+    """One epoch's batches as example indices: shuffled, or with group_by_length, of similar lengths.
+
+    Batches are right-padded to their longest sequence, so a mix of 300- and 1,500-token demonstrations pads
+    nearly every random batch to ~1,500 tokens. Grouping sorts each window of LENGTH_WINDOW batches by length
+    before cutting it (the windows and the batches' order stay random), so a batch pads to its neighbours.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    if group_by_length:
+        window = batch_size * LENGTH_WINDOW
+        order = [i for start in range(0, len(order), window)
+                 for i in sorted(order[start : start + window], key=lambda i: -lengths[i])]
+    groups = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    if group_by_length:
+        rng.shuffle(groups)
+    return groups
+
+
+def batches(examples: list[tuple[list[int], list[int]]], batch_size: int, pad_id: int, seed: int,
+            group_by_length: bool = False) -> Iterator[SFTBatch]:
+    """One epoch of right-padded batches, in batch_order."""
+    for group in batch_order([len(ids) for ids, _ in examples], batch_size, seed, group_by_length):
+        chunk = [examples[i] for i in group]
         width = max(len(ids) for ids, _ in chunk) - 1
         tokens = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         targets = torch.full((len(chunk), width), pad_id, dtype=torch.long)
@@ -159,6 +180,7 @@ def train_sft(
     batch_size: int,
     pad_id: int,
     seed: int = 0,
+    group_by_length: bool = False,
     log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[float]:
     """AdamW with cosine decay over every batch of every epoch; returns the loss of each step.
@@ -174,7 +196,7 @@ def train_sft(
     model.train()
     losses = []
     for epoch in range(epochs):
-        for batch in batches(examples, batch_size, pad_id, seed + epoch):
+        for batch in batches(examples, batch_size, pad_id, seed + epoch, group_by_length):
             started = time.perf_counter()
             step_lr = optimizer.param_groups[0]["lr"]
             loss, out = sft_loss(model, batch)

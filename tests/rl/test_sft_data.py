@@ -1,6 +1,7 @@
 """SFT data: JSONL with file:line errors, Parquet of OpenAI messages through datasets, per-step metrics."""
 import json
 import math
+import random
 
 import datasets
 import pytest
@@ -9,7 +10,7 @@ import torch
 from jointrl.model.config import ModelConfig
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.sft import read_conversations, train_sft
+from jointrl.rl.sft import batch_order, read_conversations, train_sft
 
 TOOLS = [{"type": "function", "function": {"name": "shell", "description": "run a command",
                                            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
@@ -71,3 +72,30 @@ def test_train_sft_reports_loss_lr_and_tokens_per_second_each_step():
     for step, metrics in logged:
         assert metrics["lr"] == pytest.approx(1e-3 * (1 + math.cos(math.pi * (step - 1) / 4)) / 2)
         assert metrics["tokens_per_s"] > 0
+
+
+def _padded_tokens(groups, lengths):
+    return sum(len(group) * max(lengths[i] for i in group) for group in groups)
+
+
+def test_length_grouped_batches_cover_every_example_once_and_pad_less():
+    # A mix like a cold start's: three short families and one four times as long.
+    lengths = [random.Random(i).choice([300, 350, 700, 1500]) for i in range(2000)]
+    for group_by_length in (False, True):
+        groups = batch_order(lengths, 16, seed=3, group_by_length=group_by_length)
+        assert sorted(i for group in groups for i in group) == list(range(2000))
+        assert [len(group) for group in groups] == [16] * 125
+    shuffled = _padded_tokens(batch_order(lengths, 16, seed=3), lengths)
+    grouped = _padded_tokens(batch_order(lengths, 16, seed=3, group_by_length=True), lengths)
+    # Random batches of 16 almost always hold a 1,500-token example; grouped ones pad only at window edges.
+    assert shuffled > 0.95 * 16 * 1500 * 125
+    assert grouped < 1.05 * sum(lengths)
+
+
+def test_length_grouped_order_is_seeded_and_not_sorted():
+    lengths = [random.Random(i).randint(10, 1000) for i in range(640)]
+    first = batch_order(lengths, 8, seed=1, group_by_length=True)
+    assert first == batch_order(lengths, 8, seed=1, group_by_length=True)
+    assert first != batch_order(lengths, 8, seed=2, group_by_length=True)
+    longest = [max(lengths[i] for i in group) for group in first]
+    assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
