@@ -93,7 +93,8 @@ class LearnabilityConfig(Section):
     """Learnability-weighted mixing (envs.mix_schedule: learnability): see rl/rollout/learnability.py."""
 
     floor: float = Field(0.1, gt=0, le=1, description="Smallest factor an id's weight is scaled by, so none starves.")
-    cap: float = Field(0.5, gt=0, le=1, description="Largest share of its domain's prompts one id may take.")
+    cap: float = Field(0.5, gt=0, le=1, description="Largest share of its domain's prompts one id may take (a domain "
+                       "of n ids with n x cap <= 1 gets equal shares whatever the pass rates).")
     decay: float = Field(0.8, ge=0, lt=1, description="Per-step decay of the pass-rate counts (0 = last step only).")
     prior_episodes: float = Field(2.0, gt=0, description="Half-successes mixed into each id's pass rate (unseen = 0.5).")
 
