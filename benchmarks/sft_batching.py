@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jointrl.model.transformer import Transformer
-from jointrl.rl.cold_start import sft_data
+from jointrl.rl.cold_start import demo_counts, sft_data
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.sft import batch_order, batches, encode, sft_loss, train_sft
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     cfg = load_recipe(args.recipe, args.overrides)
     sft = cfg.trainer.sft
-    demos, tokenizer = sft_data(cfg, console)
+    demos, tokenizer = sft_data(cfg, console, demo_counts(cfg))
     examples = encode(tokenizer, demos, sft.max_len)
     lengths = [len(ids) - 1 for ids, _ in examples]
     # Each arm trains one epoch over the first examples of one seeded order (the same ones for equal steps); the

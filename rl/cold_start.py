@@ -45,11 +45,11 @@ def demo_counts(cfg: RunConfig) -> dict[str, int]:
     return counts
 
 
-def sft_data(cfg: RunConfig, console: Console) -> tuple[list[Conversation], JointTokenizer | HFTokenizer]:
-    """The cold start's demonstrations (each env id's train seeds from the first, then trainer.sft.jsonl) and tokenizer."""
+def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[list[Conversation],
+                                                                              JointTokenizer | HFTokenizer]:
+    """The cold start's demonstrations (each env id's `counts` train seeds from the first, then trainer.sft.jsonl)
+    and tokenizer."""
     sft = cfg.trainer.sft
-    counts = demo_counts(cfg)
-    env_ids = list(counts)
     start = time.perf_counter()
     first = cfg.envs.train_seeds.start
     demos: list[Conversation] = []
@@ -59,7 +59,7 @@ def sft_data(cfg: RunConfig, console: Console) -> tuple[list[Conversation], Join
         demos += read_conversations(path)
     if not demos:
         raise ValueError("the cold start has no demonstrations: raise trainer.sft.demos_per_env or give trainer.sft.jsonl")
-    console.print(f"{len(demos)} demonstrations from {len(env_ids)} environments in {time.perf_counter() - start:.1f}s")
+    console.print(f"{len(demos)} demonstrations from {len(counts)} environments in {time.perf_counter() - start:.1f}s")
 
     if cfg.tokenizer.path or cfg.pretrained:
         # jointrl's or an imported checkpoint's own (its chat template); a pretrained model's ids are its tokenizer's.
@@ -87,7 +87,7 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     counts = demo_counts(cfg)
     env_ids = list(counts)
     first = cfg.envs.train_seeds.start
-    demos, tokenizer = sft_data(cfg, console)
+    demos, tokenizer = sft_data(cfg, console, counts)
 
     for line in demo_misfits(tokenizer, demos, cfg.rollout):
         console.print(f"[yellow]warning[/] {line}", highlight=False)
