@@ -97,6 +97,25 @@ def _matching(reference: EvalSummary, other: EvalSummary) -> EvalSummary:
     return summarize([reference.trajectories[i] for i in keep], [reference.rewards[i] for i in keep], reference.settings)
 
 
+def mean_mix(histories: dict[str, list[dict]], console: Console) -> dict[str, dict[str, float]]:
+    """Each joint arm's draw probability per env id, averaged over its steps (the learnability schedule's effect)."""
+    means = {}
+    for arm, history in histories.items():
+        ids = sorted({k.removeprefix("mix/") for metrics in history for k in metrics if k.startswith("mix/")})
+        if arm.startswith("single") or not ids:
+            continue
+        means[arm] = {i: sum(m.get(f"mix/{i}", 0.0) for m in history) / len(history) for i in ids}
+    if means:
+        table = Table(title="draw probability per env id, mean over RL steps")
+        table.add_column("env id")
+        for arm in means:
+            table.add_column(arm, justify="right")
+        for env_id in sorted({i for arm in means.values() for i in arm}):
+            table.add_row(env_id, *(f"{arm.get(env_id, 0.0):.3f}" for arm in means.values()))
+        console.print(table)
+    return means
+
+
 def plot(histories: dict[str, list[dict]], path: Path) -> None:
     """Training pass rate per domain against step, one panel per arm."""
     import matplotlib
@@ -184,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         evals["single"] = summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings)
 
     results = report(evals, console)
+    results["mean_mix"] = mean_mix(histories, console)
     out.mkdir(parents=True, exist_ok=True)
     plot(histories, out / "learning.png")
     total = time.perf_counter() - began

@@ -127,6 +127,7 @@ def train(cfg: RunConfig, *, init: Path | None = None, resume: bool = False, ove
                     "perf/rollout_s": batch.seconds, "perf/step_s": time.perf_counter() - start,
                     "perf/tokens_per_s": _sampled_tokens(batch.trajectories) / max(batch.seconds, 1e-9),
                     "rollout/worker_restarts": float(run.rollouts.restarts),
+                    **{f"mix/{env_id}": p for env_id, p in batch.mix.items()},
                 }
                 metrics |= run.alarms.update(metrics).metrics
                 run.tracker.log(version, metrics)

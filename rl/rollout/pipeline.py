@@ -52,6 +52,7 @@ class StepBatch:
     version: int  # policy version the workers held when the batch was played (partial: its oldest group's start)
     sampler_state: dict  # the task sampler's state after drawing and recording this step (what step + 1 starts from)
     seconds: float  # wall time of playing the batch
+    mix: dict[str, float]  # each env id's probability per prompt in this step's draw (moves under learnability mixing)
 
 
 @dataclass
@@ -147,6 +148,7 @@ class RolloutPipeline:
                 if version > pushed:
                     self.manager.push_weights(weights, version)
                     pushed = version
+                mix = self.sampler.probabilities()
                 tasks = self.sampler.next_step()
                 start = time.perf_counter()
                 trajectories = self.manager.run(tasks, seed=step_seed(self.run_seed, step))
@@ -154,7 +156,8 @@ class RolloutPipeline:
                 self.sampler.record((t.episode.env_id, t.episode.signals.get("success", 0.0))
                                     for t in trajectories if not t.episode.failed)
                 sampler_state = self.sampler.state_dict()
-                self._out.put(StepBatch(step, tasks, trajectories, version, sampler_state, time.perf_counter() - start))
+                self._out.put(StepBatch(step, tasks, trajectories, version, sampler_state, time.perf_counter() - start,
+                                        mix))
         except BaseException as exc:  # handed to the caller's thread, which decides what to do
             self._out.put(exc)
 
@@ -182,6 +185,7 @@ class RolloutPipeline:
                     return
                 start = time.perf_counter()
                 missing = per_step + self.spare_prompts - len(pool)
+                mix = self.sampler.probabilities()
                 tasks = self.sampler.next_step(missing) if missing > 0 else []
                 for task, key in zip(tasks, self.manager.submit(tasks)):
                     group = pool.setdefault(task.group_id, _Group([], [], pushed, {}))
@@ -212,7 +216,7 @@ class RolloutPipeline:
                                     for t in trajectories if not t.episode.failed)
                 self._out.put(StepBatch(
                     step, [task for g in chosen for task in g.tasks], trajectories, min(g.version for g in chosen),
-                    self.sampler.state_dict(), time.perf_counter() - start,
+                    self.sampler.state_dict(), time.perf_counter() - start, mix,
                 ))
         except BaseException as exc:  # handed to the caller's thread, which decides what to do
             self._out.put(exc)

@@ -93,3 +93,5 @@ def test_sigkill_after_a_checkpoint_then_resume_reproduces_the_uninterrupted_run
         assert not differing, f"step {step} differs after resume: {differing}"
     # The metrics are not trivially equal: the policy changed between steps.
     assert expected[3]["learner/grad_norm"] > 0
+    # Each step logs the draw probability of every env id of the mix.
+    assert sum(v for k, v in expected[3].items() if k.startswith("mix/")) == pytest.approx(1.0)

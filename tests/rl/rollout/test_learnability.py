@@ -131,3 +131,35 @@ def test_config_builds_a_learnability_sampler_and_checks_its_knobs():
         RunConfig(model={"preset": "tiny"}, envs={"learnability": {"floor": 0.0}})
     with pytest.raises(ValueError, match="cap must be"):
         Learnability(cap=1.5)
+
+
+def test_each_step_batch_carries_the_mix_its_tasks_were_drawn_from(specs):
+    """The pipeline hands the trainer each step's draw probabilities (logged as mix/<env id>)."""
+    from types import SimpleNamespace
+
+    from jointrl.rl.rollout.pipeline import RolloutPipeline
+    from tests.rl.rollout.loop import run_steps
+
+    class Manager:
+        chunk_timeout_s = 5.0
+
+        def push_weights(self, state, version):
+            pass
+
+        def run(self, tasks, seed=0):
+            # a always passes (mastered), b every other seed (learnable), c and d never.
+            success = {"learn/a-v0:easy": lambda s: 1.0, "learn/b-v0:easy": lambda s: float(s % 2)}
+            return [SimpleNamespace(episode=SimpleNamespace(
+                env_id=t.env_id, signals={"success": success.get(t.env_id, lambda s: 0.0)(t.seed)}, failed=False))
+                for t in tasks]
+
+    pipeline = RolloutPipeline(Manager(), _sampler(Learnability(floor=0.1, cap=0.9, decay=0.9)), run_seed=0,
+                               max_staleness=0, start_step=0, steps=4)
+    batches = run_steps(pipeline, 4, 0.0)
+    # Nothing recorded before step 0: the fixed mix, each learn id 1/4 of its domain's half.
+    assert batches[0].mix == pytest.approx({**{i: 0.125 for i in IDS[:4]}, "other/x-v0:easy": 0.5})
+    for batch in batches:
+        assert sum(batch.mix.values()) == pytest.approx(1.0) and batch.mix["other/x-v0:easy"] == pytest.approx(0.5)
+    assert {"learn/a-v0:easy", "learn/b-v0:easy"} <= {t.env_id for b in batches[:3] for t in b.tasks}
+    # The mastered id loses share to the learnable one once their outcomes are in.
+    assert batches[3].mix["learn/a-v0:easy"] < 0.125 < batches[3].mix["learn/b-v0:easy"]

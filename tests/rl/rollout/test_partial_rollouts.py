@@ -43,6 +43,9 @@ class FakeSampler:
     def state_dict(self):
         return {"draws": len(self.draws)}
 
+    def probabilities(self):
+        return {"reasoning/gcd-v0:default": 1.0}
+
 
 class FakeManager:
     """Episodes in flight across rounds: each round every one samples a token with the version last pushed."""

@@ -29,6 +29,9 @@ class FakeSampler:
     def state_dict(self):
         return {"step": self.step, "recorded": list(self.recorded)}
 
+    def probabilities(self):
+        return {"reasoning/gcd-v0:default": 1.0}
+
 
 class FakeManager:
     """Records which weights version played which step; playing takes `play_s`."""
