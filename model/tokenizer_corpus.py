@@ -1,15 +1,27 @@
-"""The tokenizer's default training text: the project's own Python sources plus seeded synthetic agent chats."""
+"""The tokenizer's default training text: Python standard-library sources plus seeded synthetic agent chats.
+
+The code is a fixed list of standard-library modules, not the project's own sources: with those, every edit to any
+file of the project changed the trained tokenizer (ids shift, so the initial embedding of each token does too) and
+with it every cold start and learning figure, so measurements made at two commits were not comparable.
+"""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
+import sysconfig
 from pathlib import Path
 from typing import Iterator
 
 from jointrl.model import chat
 
-PACKAGES = ("jointrl.model", "jointrl.kernels", "jointrl.envs", "jointrl.rewards", "jointrl.rl")
+# About 1.8 MB of everyday Python (CLI, files, text, data formats, networking, tests) that every CPython 3.11+ ships.
+STDLIB_MODULES = (
+    "argparse", "ast", "collections/__init__", "configparser", "csv", "dataclasses", "datetime", "difflib",
+    "email/message", "enum", "fnmatch", "fractions", "functools", "glob", "gzip", "heapq", "http/client", "inspect",
+    "json/__init__", "json/decoder", "json/encoder", "logging/__init__", "pathlib", "shutil", "sqlite3/__init__",
+    "statistics", "string", "subprocess", "tarfile", "tempfile", "textwrap", "tokenize", "typing", "unittest/case",
+    "urllib/parse", "zipfile",
+)
 
 _WORDS = (
     "the a an of to in on for with from by and or not is are was be can will should must this that these it "
@@ -58,21 +70,14 @@ _TOOLS = [
 ]
 
 
-def package_dirs() -> list[Path]:
-    """The source folder of each top-level jointrl package that is installed (found without importing it)."""
-    dirs = []
-    for name in PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            dirs += [Path(p) for p in spec.submodule_search_locations]
-    return dirs
-
-
-def project_sources() -> Iterator[str]:
-    """The text of every Python file in the installed jointrl packages, in path order."""
-    for directory in package_dirs():
-        for path in sorted(directory.rglob("*.py")):
-            yield path.read_text(encoding="utf-8", errors="replace")
+def code_sources() -> Iterator[str]:
+    """The text of each module in STDLIB_MODULES, from this interpreter's standard library, in list order."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for name in STDLIB_MODULES:
+        path = stdlib / f"{name}.py"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the tokenizer corpus needs this standard-library module")
+        yield path.read_text(encoding="utf-8", errors="replace")
 
 
 class _Synth:
@@ -168,8 +173,8 @@ def synthetic_chat(seed: int, code_lines: list[str] | None = None) -> tuple[list
 
 
 def default_corpus(seed: int = 0, n_chats: int = 2000) -> Iterator[str]:
-    """The project's sources, then ``n_chats`` rendered synthetic chats; the same seed gives the same texts."""
-    sources = list(project_sources())
+    """Standard-library sources, then ``n_chats`` rendered synthetic chats; the same seed gives the same texts."""
+    sources = list(code_sources())
     yield from sources
     code_lines = [line for text in sources for line in text.splitlines()]
     for i in range(n_chats):

@@ -66,7 +66,7 @@ def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[
         tokenizer = load_tokenizer(cfg.tokenizer.path or cfg.pretrained)
     else:
         start = time.perf_counter()
-        # Environment text joins the project's own text, so tool output and prompts tokenise compactly.
+        # Environment text joins the default corpus, so tool output and prompts tokenise compactly.
         texts = chain(default_corpus(cfg.tokenizer.seed, n_chats=cfg.tokenizer.n_samples),
                       (render_text(d.messages, d.tools, d.tier) for d in demos))
         tokenizer = train_tokenizer(texts, cfg.model.vocab_size)

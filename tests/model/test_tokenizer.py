@@ -8,7 +8,7 @@ import pytest
 from jointrl.model import chat
 from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
-from jointrl.model.tokenizer_corpus import default_corpus, project_sources, synthetic_chat
+from jointrl.model.tokenizer_corpus import code_sources, default_corpus, synthetic_chat
 
 VOCAB = PRESETS["debug"].vocab_size
 
@@ -95,7 +95,7 @@ def test_text_spelling_markers_never_yields_special_ids(tok):
 def test_random_text_and_code_round_trip(tok):
     rng = random.Random(0)
     texts = [random_text(rng, rng.randint(0, 300)) for _ in range(300)]
-    sources = list(project_sources())
+    sources = list(code_sources())
     texts += [src[i:i + 2000] for src in sources[:20] for i in (0, len(src) // 2)]
     texts += ["", " ", "\n", "    \n\t\t  \n", "12345678901234567890", "x=1;y=2", "''\"\"'''"]
     for text in texts:
@@ -120,7 +120,9 @@ def test_corpus_is_deterministic_and_holds_the_sources():
     first = list(default_corpus(seed=3, n_chats=20))
     assert first == list(default_corpus(seed=3, n_chats=20))
     assert first != list(default_corpus(seed=4, n_chats=20))
-    assert any('def render_pieces(' in text for text in first)
+    assert any("class ArgumentParser(" in text for text in first)  # argparse, from the standard library
+    # None of the project's own text: editing the project must not change the tokenizer a recipe trains.
+    assert not any("jointrl" in text for text in first)
     chats = first[-20:]
     assert all(text.startswith(chat.BOS) and text.endswith(chat.EOT) for text in chats)
     assert any(chat.CALL_OPEN in text for text in chats) and any(chat.RESULT_OPEN in text for text in chats)
