@@ -2,6 +2,7 @@
 import json
 import random
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,7 +10,9 @@ from jointrl.envs import registry
 from jointrl.envs.base import EnvSpec
 from jointrl.rl.config import RunConfig
 from jointrl.rl.rollout.learnability import Learnability, cap_shares
+from jointrl.rl.rollout.pipeline import RolloutPipeline
 from jointrl.rl.rollout.task_sampler import TaskSampler
+from tests.rl.rollout.loop import run_steps
 
 IDS = ["learn/a-v0:easy", "learn/b-v0:easy", "learn/c-v0:easy", "learn/d-v0:easy", "other/x-v0:easy"]
 
@@ -135,10 +138,10 @@ def test_config_builds_a_learnability_sampler_and_checks_its_knobs():
 
 def test_each_step_batch_carries_the_mix_its_tasks_were_drawn_from(specs):
     """The pipeline hands the trainer each step's draw probabilities (logged as mix/<env id>)."""
-    from types import SimpleNamespace
 
-    from jointrl.rl.rollout.pipeline import RolloutPipeline
-    from tests.rl.rollout.loop import run_steps
+    def success(task):
+        # a always passes (mastered), b on odd seeds (learnable), c and d never.
+        return {"learn/a-v0:easy": 1.0, "learn/b-v0:easy": float(task.seed % 2)}.get(task.env_id, 0.0)
 
     class Manager:
         chunk_timeout_s = 5.0
@@ -147,11 +150,8 @@ def test_each_step_batch_carries_the_mix_its_tasks_were_drawn_from(specs):
             pass
 
         def run(self, tasks, seed=0):
-            # a always passes (mastered), b every other seed (learnable), c and d never.
-            success = {"learn/a-v0:easy": lambda s: 1.0, "learn/b-v0:easy": lambda s: float(s % 2)}
-            return [SimpleNamespace(episode=SimpleNamespace(
-                env_id=t.env_id, signals={"success": success.get(t.env_id, lambda s: 0.0)(t.seed)}, failed=False))
-                for t in tasks]
+            episodes = [SimpleNamespace(env_id=t.env_id, signals={"success": success(t)}, failed=False) for t in tasks]
+            return [SimpleNamespace(episode=episode) for episode in episodes]
 
     pipeline = RolloutPipeline(Manager(), _sampler(Learnability(floor=0.1, cap=0.9, decay=0.9)), run_seed=0,
                                max_staleness=0, start_step=0, steps=4)
