@@ -1,7 +1,8 @@
 """Does RL make the agent better? One SFT checkpoint, then RL arms compared on the same held-out tasks.
 
     python benchmarks/learning.py [RECIPE] [--arms sft,single,joint,learnability] [--eval-seeds N]
-                                  [--eval-samples K] [--sft-temperatures T,...] [--out DIR] [key=value ...]
+                                  [--eval-samples K] [--sft-temperatures T,...] [--trainer-seeds S,...]
+                                  [--out DIR] [key=value ...]
 
 From one supervised cold start (the recipe's `trainer.sft`), the arms are:
   sft           no RL: the cold-start checkpoint itself;
@@ -14,6 +15,10 @@ The table gives each family's pass rate per arm and each arm's paired change fro
 95% CI (rl/significance.py), and transfer = joint - single per family, also paired. --sft-temperatures adds the
 SFT checkpoint sampled at lower temperatures as control columns: RL that only sharpens the policy gains no more
 than one of them. JSON (every change) and a PNG (training pass rate per domain against step, per arm) go to --out.
+
+One cold start is one draw: its pass rates move with the initial weights more than RL moves them
+(docs/learning.md). --trainer-seeds runs the whole benchmark once per `trainer.seed` (each into --out/seed-S) and
+pools the changes over those cold starts with a hierarchical bootstrap (runs, then tasks; rl/significance.py).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from jointrl.rl.cold_start import cold_start
 from jointrl.rl.config import RunConfig
 from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
 from jointrl.rl.recipe import load_recipe
-from jointrl.rl.significance import Change, compare, family_of
+from jointrl.rl.significance import Change, compare_runs, family_of
 from jointrl.rl.trainer import policy_from_state, train
 
 ARMS = ("sft", "single", "joint", "learnability")
@@ -69,16 +74,20 @@ def _cell(change: Change | None) -> str:
     return f"{change.change:+.3f} [{change.low:+.3f}, {change.high:+.3f}]{mark}"
 
 
-def report(evals: dict[str, EvalSummary], console: Console) -> dict:
-    """Print the family x arm table and return every paired change as JSON-ready dicts."""
-    sft = evals["sft"]
-    columns = [arm for arm in ARMS if arm in evals and arm != "sft"] + [k for k in evals if k.startswith("sft@")]
-    vs_sft = {arm: {c.group: c for c in compare(_matching(sft, evals[arm]), evals[arm], family_of)} for arm in columns}
+def report(runs: list[dict[str, EvalSummary]], console: Console) -> dict:
+    """Print the family x arm table, pooled over runs (cold starts), and return every change as JSON-ready dicts."""
+    first = runs[0]
+    columns = [arm for arm in ARMS if arm in first and arm != "sft"] + [k for k in first if k.startswith("sft@")]
+    vs_sft = {arm: {c.group: c for c in compare_runs([(_matching(r["sft"], r[arm]), r[arm]) for r in runs], family_of)}
+              for arm in columns}
     transfer = {}
-    if "joint" in evals and "single" in evals:
-        transfer = {c.group: c for c in compare(evals["single"], _matching(evals["joint"], evals["single"]), family_of)}
+    if "joint" in first and "single" in first:
+        pairs = [(r["single"], _matching(r["joint"], r["single"])) for r in runs]
+        transfer = {c.group: c for c in compare_runs(pairs, family_of)}
     families = sorted({c for changes in vs_sft.values() for c in changes if c != "all"})
-    table = Table(title="held-out pass rate: change from SFT per arm, paired bootstrap 95% CI (* = significant)")
+    pooled = f", pooled over {len(runs)} cold starts (runs, then tasks)" if len(runs) > 1 else ""
+    title = f"held-out pass rate: change from SFT per arm, paired bootstrap 95% CI{pooled} (* = significant)"
+    table = Table(title=title)
     for name in ("family", "SFT", *(f"{arm}" for arm in vs_sft), "joint - single"):
         table.add_column(name, justify="left" if name == "family" else "right")
     for family in [*families, "all"]:
@@ -140,37 +149,17 @@ def plot(histories: dict[str, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("recipe", nargs="?", default="quickstart")
-    parser.add_argument("overrides", nargs="*", help="recipe overrides key=value")
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
-    parser.add_argument("--eval-seeds", type=int, default=64, help="held-out seeds per env id (default 64)")
-    parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task (default 4)")
-    parser.add_argument("--sft-temperatures", default="",
-                        help="comma-separated temperatures below the rollout's to sample the SFT checkpoint at (controls)")
-    parser.add_argument("--out", default="runs/learning", help="output directory (default runs/learning)")
-    # Intermixed: recipe overrides may follow the options, as in the usage line.
-    args = parser.parse_intermixed_args(argv)
-    arms = args.arms.split(",")
-    if any(a not in ARMS for a in arms) or "sft" not in arms:
-        raise SystemExit(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}, sft included")
-    try:
-        temperatures = [float(t) for t in args.sft_temperatures.split(",") if t.strip()]
-    except ValueError:
-        raise SystemExit(f"--sft-temperatures {args.sft_temperatures!r}: give numbers, e.g. 0.85,0.7") from None
-
+def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], eval_seeds: int, eval_samples: int,
+                   out: Path, console: Console) -> tuple[dict[str, EvalSummary], dict[str, list[dict]],
+                                                         dict[str, float]]:
+    """One cold start and its RL arms, each into its own directory under out: (evaluations, histories, seconds)."""
     began = time.perf_counter()
-    # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
-    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    out = Path(args.out)
-    cfg = load_recipe(args.recipe, [*args.overrides, f"tracking.run_dir={out / 'sft'}"])
     # Each benchmark run is a fresh experiment: its --out directory's earlier run is replaced.
     start = cold_start(cfg, console, overwrite=True)
     sft_state = start.model.state_dict()
 
     def evaluate_policy(state, env_ids, temperature=None):
-        return held_out(cfg, start.tokenizer, state, env_ids, args.eval_seeds, args.eval_samples, temperature)
+        return held_out(cfg, start.tokenizer, state, env_ids, eval_seeds, eval_samples, temperature)
 
     evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
     for temperature in temperatures:
@@ -201,18 +190,74 @@ def main(argv: list[str] | None = None) -> int:
     if singles:
         trajectories = [t for s in singles for t in s.trajectories]
         evals["single"] = summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings)
+    return evals, histories, seconds
 
-    results = report(evals, console)
-    results["mean_mix"] = mean_mix(histories, console)
-    out.mkdir(parents=True, exist_ok=True)
-    plot(histories, out / "learning.png")
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("recipe", nargs="?", default="quickstart")
+    parser.add_argument("overrides", nargs="*", help="recipe overrides key=value")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    parser.add_argument("--eval-seeds", type=int, default=64, help="held-out seeds per env id (default 64)")
+    parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task (default 4)")
+    parser.add_argument("--sft-temperatures", default="",
+                        help="comma-separated temperatures below the rollout's to sample the SFT checkpoint at (controls)")
+    parser.add_argument("--trainer-seeds", default="",
+                        help="comma-separated trainer.seed values: one cold start and its arms each, pooled "
+                             "(default: the recipe's one)")
+    parser.add_argument("--out", default="runs/learning", help="output directory (default runs/learning)")
+    # Intermixed: recipe overrides may follow the options, as in the usage line.
+    args = parser.parse_intermixed_args(argv)
+    arms = args.arms.split(",")
+    if any(a not in ARMS for a in arms) or "sft" not in arms:
+        raise SystemExit(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}, sft included")
+    try:
+        temperatures = [float(t) for t in args.sft_temperatures.split(",") if t.strip()]
+    except ValueError:
+        raise SystemExit(f"--sft-temperatures {args.sft_temperatures!r}: give numbers, e.g. 0.85,0.7") from None
+    try:
+        seeds = [int(t) for t in args.trainer_seeds.split(",") if t.strip()]
+    except ValueError:
+        raise SystemExit(f"--trainer-seeds {args.trainer_seeds!r}: give integers, e.g. 0,1,2") from None
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--trainer-seeds {args.trainer_seeds!r}: each seed once")
+
+    began = time.perf_counter()
+    # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    out = Path(args.out)
+    runs, per_seed = [], {}
+    for seed in seeds or [None]:
+        seed_out = out if seed is None else out / f"seed-{seed}"
+        overrides = [*args.overrides, *([f"trainer.seed={seed}"] if seed is not None else [])]
+        cfg = load_recipe(args.recipe, [*overrides, f"tracking.run_dir={seed_out / 'sft'}"])
+        if seed is not None:
+            console.rule(f"cold start {len(runs) + 1} of {len(seeds)}: trainer.seed={seed}")
+        evals, histories, seconds = one_cold_start(cfg, arms, temperatures, args.eval_seeds, args.eval_samples,
+                                                   seed_out, console)
+        runs.append(evals)
+        results = report([evals], console)
+        results["mean_mix"] = mean_mix(histories, console)
+        seed_out.mkdir(parents=True, exist_ok=True)
+        plot(histories, seed_out / "learning.png")
+        per_seed[cfg.trainer.seed] = {**results, "seconds": seconds, "history": histories}
     total = time.perf_counter() - began
-    (out / "learning.json").write_text(json.dumps({
-        "recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
-        "eval_samples": args.eval_samples, "sft_temperatures": temperatures, "seconds": {**seconds, "total": total}, **results,
-        "history": histories,
-    }, indent=1))
-    console.print(f"wrote {out / 'learning.json'} and {out / 'learning.png'} in {total:.0f}s")
+    header = {"recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
+              "eval_samples": args.eval_samples, "sft_temperatures": temperatures}
+    if seeds:
+        for seed, results in per_seed.items():
+            (out / f"seed-{seed}" / "learning.json").write_text(json.dumps({**header, "trainer_seed": seed, **results},
+                                                                           indent=1))
+        console.rule(f"pooled over {len(seeds)} cold starts (trainer.seed {', '.join(map(str, seeds))})")
+        pooled = report(runs, console)
+        summary = {**header, "trainer_seeds": seeds, "seconds": {"total": total}, **pooled,
+                   "per_seed": {seed: {k: v for k, v in r.items() if k != "history"} for seed, r in per_seed.items()}}
+    else:
+        (results,) = per_seed.values()
+        summary = {**header, **results, "seconds": {**results["seconds"], "total": total}}
+    (out / "learning.json").write_text(json.dumps(summary, indent=1))
+    plots = "learning.png" if not seeds else "seed-*/learning.png"
+    console.print(f"wrote {out / 'learning.json'} and {out / plots} in {total:.0f}s")
     return 0
 
 

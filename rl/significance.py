@@ -5,6 +5,10 @@ pass rate (the mean over its samples) under policy A and under policy B. The cha
 of B - A, and its 95% interval comes from a paired bootstrap that resamples tasks with replacement, so
 that the easy-or-hard-ness each task shares between the two policies cancels out of the spread. A change
 is significant when its interval excludes 0.
+
+Several runs of the same comparison (cold starts from different seeds, each with its own RL arms) are pooled by
+a hierarchical bootstrap: resample the runs, then each drawn run's tasks. The change is the mean over runs of each
+run's mean change, and the interval then carries the spread between runs as well as between tasks.
 """
 from __future__ import annotations
 
@@ -84,24 +88,80 @@ def compare(a: EvalSummary, b: EvalSummary, group_of: Callable[[Episode], str] =
     Raises ValueError when a group's tasks differ between the two evaluations: a change measured on
     different tasks is not a paired one.
     """
+    return compare_runs([(a, b)], group_of, resamples=resamples, level=level, seed=seed)
+
+
+def compare_runs(runs: list[tuple[EvalSummary, EvalSummary]], group_of: Callable[[Episode], str] = family_of, *,
+                 resamples: int = RESAMPLES, level: float = LEVEL, seed: int = 0) -> list[Change]:
+    """Per group and "all", B's paired change from A pooled over runs (pairs of evaluations), hierarchical bootstrap.
+
+    Every run must cover the same groups. With one run this is the paired bootstrap over its tasks.
+    """
+    if not runs:
+        raise ValueError("compare_runs needs at least one pair of evaluations")
+    paired = [_paired_rates(a, b, group_of) for a, b in runs]
+    groups = sorted(paired[0])
+    for rates in paired[1:]:
+        if sorted(rates) != groups:
+            raise ValueError(f"the runs cover different groups: {groups} vs {sorted(rates)}")
+    episodes = [(_episodes(a, group_of), _episodes(b, group_of)) for a, b in runs]
+    changes = []
+    for group in [*groups, "all"]:
+        if group == "all":
+            pairs = [(np.concatenate([rates[g][0] for g in groups]), np.concatenate([rates[g][1] for g in groups]))
+                     for rates in paired]
+            counts = [(sum(ea.values()), sum(eb.values())) for ea, eb in episodes]
+        else:
+            pairs = [rates[group] for rates in paired]
+            counts = [(ea[group], eb[group]) for ea, eb in episodes]
+        low, high = pooled_interval(pairs, resamples, level, seed)
+        changes.append(Change(group, sum(len(va) for va, _ in pairs), sum(n for n, _ in counts),
+                              sum(n for _, n in counts), float(np.mean([va.mean() for va, _ in pairs])),
+                              float(np.mean([vb.mean() for _, vb in pairs])),
+                              float(np.mean([(vb - va).mean() for va, vb in pairs])), low, high))
+    return changes
+
+
+def pooled_interval(pairs: list[tuple[np.ndarray, np.ndarray]], resamples: int = RESAMPLES, level: float = LEVEL,
+                    seed: int = 0) -> tuple[float, float]:
+    """The percentile interval of the mean over runs of mean(b - a), resampling runs, then each drawn run's pairs.
+
+    One run is `paired_interval`. With few runs the spread between them is estimated from few draws (three
+    cold starts give a coarse interval); that is the honest price of claiming more than one cold start's result.
+    """
+    if len(pairs) == 1:
+        return paired_interval(*pairs[0], resamples, level, seed)
+    diffs = [np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64) for a, b in pairs]
+    if any(d.size == 0 for d in diffs):
+        raise ValueError("a pooled interval needs at least one pair in every run")
+    rng = np.random.default_rng(seed)
+    k = len(diffs)
+    drawn = rng.integers(0, k, size=(resamples, k))  # [resamples, k] which run fills each slot
+    means = np.zeros((resamples, k))  # [resamples, k] the mean change of each slot's resample of its run's tasks
+    for slot in range(k):
+        for run, diff in enumerate(diffs):
+            # Each slot resamples its run's tasks afresh: a run drawn twice is two draws, not one counted twice.
+            rows = np.flatnonzero(drawn[:, slot] == run)
+            means[rows, slot] = diff[rng.integers(0, diff.size, size=(rows.size, diff.size))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means.mean(axis=1), [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def _paired_rates(a: EvalSummary, b: EvalSummary,
+                  group_of: Callable[[Episode], str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """group -> (A's, B's) task pass rates, aligned task by task; refuses evaluations of different tasks."""
     rates_a, rates_b = task_pass_rates(a, group_of), task_pass_rates(b, group_of)
     if sorted(rates_a) != sorted(rates_b):
         raise ValueError(f"the evaluations cover different groups: {sorted(rates_a)} vs {sorted(rates_b)}")
-    episodes_a, episodes_b = _episodes(a, group_of), _episodes(b, group_of)
-    changes, all_a, all_b = [], [], []
+    paired = {}
     for group in sorted(rates_a):
         tasks = sorted(rates_a[group])
         if tasks != sorted(rates_b[group]):
             missing = sorted(set(rates_a[group]) ^ set(rates_b[group]))[:3]
             raise ValueError(f"group {group!r}: the evaluations played different tasks (e.g. {missing})")
-        va = np.array([rates_a[group][t] for t in tasks])
-        vb = np.array([rates_b[group][t] for t in tasks])
-        all_a.append(va)
-        all_b.append(vb)
-        changes.append(_change(group, va, vb, episodes_a[group], episodes_b[group], resamples, level, seed))
-    va, vb = np.concatenate(all_a), np.concatenate(all_b)
-    changes.append(_change("all", va, vb, sum(episodes_a.values()), sum(episodes_b.values()), resamples, level, seed))
-    return changes
+        paired[group] = (np.array([rates_a[group][t] for t in tasks]), np.array([rates_b[group][t] for t in tasks]))
+    return paired
 
 
 def _episodes(summary: EvalSummary, group_of: Callable[[Episode], str]) -> dict[str, int]:
@@ -109,10 +169,3 @@ def _episodes(summary: EvalSummary, group_of: Callable[[Episode], str]) -> dict[
     for trajectory in summary.trajectories:
         counts[group_of(trajectory.episode)] += 1
     return counts
-
-
-def _change(group: str, a: np.ndarray, b: np.ndarray, episodes_a: int, episodes_b: int, resamples: int,
-            level: float, seed: int) -> Change:
-    low, high = paired_interval(a, b, resamples, level, seed)
-    return Change(group, len(a), episodes_a, episodes_b, float(a.mean()), float(b.mean()), float((b - a).mean()),
-                  low, high)

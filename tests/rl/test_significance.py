@@ -1,4 +1,5 @@
-"""Paired bootstrap intervals: hand-computed cases, agreement with the paired normal interval, refusal of unpaired data."""
+"""Paired bootstrap intervals: hand-computed cases, agreement with the paired normal interval, refusal of unpaired data;
+the hierarchical pooling of several runs."""
 import math
 import random
 from types import SimpleNamespace
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from jointrl.envs.episode import Episode
-from jointrl.rl.significance import compare, domain_of, paired_interval
+from jointrl.rl.significance import compare, compare_runs, domain_of, paired_interval, pooled_interval
 
 
 def _summary(outcomes):
@@ -65,3 +66,45 @@ def test_evaluations_of_different_tasks_are_refused():
         compare(_summary([("t/a-v0:easy", 1, 1)]), _summary([("t/a-v0:easy", 2, 1)]))
     with pytest.raises(ValueError, match="different groups"):
         compare(_summary([("t/a-v0:easy", 1, 1)]), _summary([("t/b-v0:easy", 1, 1)]))
+
+
+def test_one_run_pools_to_the_paired_comparison():
+    rng = random.Random(2)
+    before = _summary([("t/a-v0:easy", s, rng.random() < 0.3) for s in range(80)])
+    after = _summary([("t/a-v0:easy", s, rng.random() < 0.5) for s in range(80)])
+    assert compare_runs([(before, after)]) == compare(before, after)
+
+
+def test_runs_that_disagree_widen_the_interval_to_their_spread():
+    # Run 1 gains 0.2 on every task, run 2 nothing: resampling tasks alone would give a zero-width interval at 0.1.
+    # Resampling the two runs draws (1, 1) -> 0.2, (2, 2) -> 0.0 a quarter of the time each, else 0.1.
+    low, high = pooled_interval([(np.zeros(40), np.full(40, 0.2)), (np.zeros(40), np.zeros(40))], resamples=4000)
+    assert (low, high) == (pytest.approx(0.0), pytest.approx(0.2))
+
+
+def test_many_runs_match_the_normal_interval_over_run_means():
+    # Each run's change is the same on all its tasks, so only the runs' spread is left: the textbook interval of a mean.
+    rng = np.random.default_rng(3)
+    effects = rng.normal(0.05, 0.1, size=300)
+    low, high = pooled_interval([(np.zeros(20), np.full(20, e)) for e in effects], resamples=4000)
+    half = 1.96 * effects.std(ddof=1) / math.sqrt(effects.size)
+    assert low == pytest.approx(effects.mean() - half, abs=0.1 * half)
+    assert high == pytest.approx(effects.mean() + half, abs=0.1 * half)
+
+
+def test_pooled_changes_average_the_runs_and_sum_their_tasks():
+    def evaluation(*successes):
+        return _summary([("t/a-v0:easy", seed, success) for seed, success in enumerate(successes, 1)])
+
+    family, everything = compare_runs([(evaluation(0, 0), evaluation(1, 1)), (evaluation(1, 0), evaluation(1, 0))])
+    # Run 1: 0 -> 1 (change 1); run 2: 0.5 -> 0.5 (change 0); pooled: a = 0.25, b = 0.75, change 0.5 over 4 tasks.
+    assert (family.group, family.tasks, family.episodes_a, family.a, family.b) == ("t/a", 4, 4, 0.25, 0.75)
+    assert family.change == 0.5
+    assert everything.change == 0.5 and (family.low, family.high) == (pytest.approx(0.0), pytest.approx(1.0))
+
+
+def test_runs_of_different_groups_are_refused():
+    run1 = (_summary([("t/a-v0:easy", 1, 1)]), _summary([("t/a-v0:easy", 1, 1)]))
+    run2 = (_summary([("t/b-v0:easy", 1, 1)]), _summary([("t/b-v0:easy", 1, 1)]))
+    with pytest.raises(ValueError, match="runs cover different groups"):
+        compare_runs([run1, run2])
