@@ -110,8 +110,13 @@ class Transformer(nn.Module):
         recompute = partial(checkpoint, use_reentrant=False) if self.activation_checkpointing and self.training else None
         out = backbone(self.layers, self.norm, self.embed(tokens), valid, cache, routing, sparse_topk, checkpoint_fn=recompute)
         if return_logits:
-            out.logits = self.lm_head(out.hidden).float()
+            out.logits = self.head(out.hidden)
         return out
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """fp32 logits [..., V] of final hidden states [..., D]: callers that need a few positions' logits skip the
+        rest."""
+        return self.lm_head(hidden).float()
 
     def update_router_biases(self, expert_load: torch.Tensor) -> None:
         """Aux-loss-free balancing: nudge each MoE layer's selection bias from its load [L, E]."""

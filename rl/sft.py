@@ -159,11 +159,14 @@ def batches(examples: list[tuple[list[int], list[int]]], batch_size: int, pad_id
 
 
 def sft_loss(model: Transformer, batch: SFTBatch) -> tuple[torch.Tensor, ModelOutput]:
-    """Mean next-token loss over generated targets, and the forward's output (aux loss, expert load)."""
-    out = model(batch.tokens, valid=batch.valid)
-    nll = F.cross_entropy(out.logits.flatten(0, 1), batch.targets.flatten(), reduction="none")  # [B*T]
-    mask = batch.loss_mask.flatten()
-    return (nll * mask).sum() / mask.sum().clamp_min(1), out
+    """Mean next-token loss over generated targets, and the forward's output (aux loss, expert load; no logits)."""
+    out = model(batch.tokens, valid=batch.valid, return_logits=False)
+    # Logits only where the loss counts: the generated tokens are a fraction of a demonstration (system prompt,
+    # tool schemas and tool output are not), and the vocabulary projection and its softmax are a large share of a
+    # small model's step.
+    keep = batch.loss_mask > 0  # [B, T]
+    nll = F.cross_entropy(model.head(out.hidden[keep]), batch.targets[keep], reduction="none")  # [N]
+    return (nll * batch.loss_mask[keep]).sum() / batch.loss_mask.sum().clamp_min(1), out
 
 
 def sft_steps(examples: int, batch_size: int, epochs: int) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -9,7 +10,9 @@ import pytest
 from rich.console import Console
 
 from jointrl.envs.episode import Episode
+from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import summarize
+from jointrl.rl.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,3 +61,26 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     assert "pooled over 2 cold starts" in console.export_text()
     alone = _module().report(runs[:1], Console(record=True, width=200))["vs_sft"]["joint"]["terminal/text-count"]
     assert alone["change"] == 0.5 and alone["tasks"] == 4
+
+
+@pytest.mark.slow
+def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, capsys):
+    out = tmp_path / "bench"
+    shrink = ["model.preset=debug", "tokenizer.n_samples=50", "trainer.sft.epochs=1", "trainer.sft.batch_size=4",
+              "trainer.sft.demos_per_env=1", "trainer.sft.drill_steps=2", "trainer.sft.drill_demos_per_env=1",
+              "trainer.sft.max_len=448", "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
+              "trainer.steps=1", "trainer.prompts_per_step=2", "rollout.group_size=2", "rollout.workers=1",
+              "tracking.wandb_mode=disabled", "checkpoint.every=0"]
+    code = _module().main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+                           "--trainer-seeds", "3,4", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "learning.json").read_text())
+    assert summary["trainer_seeds"] == [3, 4] and set(summary["per_seed"]) == {"3", "4"}
+    # Each cold start plays its env ids x 2 held-out seeds; the pooled change is over both runs' tasks.
+    tasks = 2 * len(mix_env_ids([m.glob for m in load_recipe("quickstart").envs.mix]))
+    assert summary["vs_sft"]["joint"]["all"]["tasks"] == 2 * tasks
+    for seed in (3, 4):
+        per_seed = json.loads((out / f"seed-{seed}" / "learning.json").read_text())
+        assert per_seed["trainer_seed"] == seed and per_seed["vs_sft"]["joint"]["all"]["tasks"] == tasks
+        assert (out / f"seed-{seed}" / "learning.png").is_file() and (out / f"seed-{seed}" / "joint").is_dir()
+    assert "pooled over 2 cold starts" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""SFT data: JSONL with file:line errors, Parquet of OpenAI messages through datasets, per-step metrics."""
+"""SFT data: JSONL with file:line errors, Parquet of OpenAI messages through datasets, per-step metrics; the SFT loss."""
 import json
 import math
 import random
@@ -10,7 +10,7 @@ import torch
 from jointrl.model.config import ModelConfig
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.sft import batch_order, read_conversations, train_sft
+from jointrl.rl.sft import SFTBatch, batch_order, read_conversations, sft_loss, train_sft
 
 TOOLS = [{"type": "function", "function": {"name": "shell", "description": "run a command",
                                            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
@@ -99,3 +99,27 @@ def test_length_grouped_order_is_seeded_and_not_sorted():
     assert first != batch_order(lengths, 8, seed=2, group_by_length=True)
     longest = [max(lengths[i] for i in group) for group in first]
     assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
+
+
+def test_the_sft_loss_and_its_gradient_equal_the_masked_mean_over_full_logits():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**PRESETS["debug"].model_dump()))
+    tokens = torch.randint(0, model.cfg.vocab_size, (3, 12))
+    targets = torch.randint(0, model.cfg.vocab_size, (3, 12))
+    loss_mask = (torch.rand(3, 12) < 0.3).float()
+    valid = torch.ones(3, 12, dtype=torch.bool)
+    valid[2, 9:] = False  # a padded row: padding never carries loss
+    loss_mask[2, 9:] = 0.0
+    loss, _ = sft_loss(model, SFTBatch(tokens, targets, loss_mask, valid))
+    loss.backward()
+    fast = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    # The reference: every position's logits, log-softmax by hand, the mean over the masked positions.
+    logits = model(tokens, valid=valid).logits  # [B, T, V]
+    nll = -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)  # [B, T]
+    reference = (nll * loss_mask).sum() / loss_mask.sum()
+    reference.backward()
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(fast[name], p.grad, rtol=1e-5, atol=1e-7, msg=name)
