@@ -67,7 +67,8 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
 def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, capsys):
     out = tmp_path / "bench"
     shrink = ["model.preset=debug", "tokenizer.n_samples=50", "trainer.sft.epochs=1", "trainer.sft.batch_size=4",
-              "trainer.sft.demos_per_env=1", "trainer.sft.drill_steps=2", "trainer.sft.drill_demos_per_env=1",
+              "envs.mix[0].demos=1", "envs.mix[1].demos=1", "trainer.sft.drill_steps=2",
+              "trainer.sft.drill_demos_per_env=1",
               "trainer.sft.max_len=448", "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
               "trainer.steps=1", "trainer.prompts_per_step=2", "rollout.group_size=2", "rollout.workers=1",
               "tracking.wandb_mode=disabled", "checkpoint.every=0"]

@@ -11,7 +11,8 @@ from jointrl.rl.recipe import load_recipe
 
 SHRINK = [
     "model.preset=debug", "tokenizer.n_samples=50", "trainer.sft.epochs=1", "trainer.sft.batch_size=4",
-    "trainer.sft.demos_per_env=1", "trainer.sft.drill_steps=2", "trainer.sft.drill_demos_per_env=1",
+    # The recipe sets each mix entry's demonstrations.
+    "envs.mix[0].demos=1", "envs.mix[1].demos=1", "trainer.sft.drill_steps=2", "trainer.sft.drill_demos_per_env=1",
     "trainer.sft.max_len=448", "rollout.max_turns=2",
     "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
 ]
@@ -29,7 +30,7 @@ def test_quickstart_runs_every_stage_and_leaves_loadable_checkpoints(tmp_path, c
     out = capsys.readouterr().out
     assert code == 0, out
     for stage in ("supervised cold start", "evaluation of the SFT checkpoint", "joint RL", "evaluation after RL",
-                  "SFT checkpoint vs after RL", "change", "95% CI", "reasoning/chain_sum"):
+                  "SFT checkpoint vs after RL", "change", "95% CI", "terminal/text-count"):
         assert stage in out
     ckpt = Path(run_dir) / "checkpoints" / "sft"
     model = from_pretrained(ckpt)
