@@ -98,7 +98,8 @@ def generate(
     longest = max(budgets)
     cache = model.allocate_cache(rows, width + longest)
 
-    out = model(tokens, valid=valid, cache=cache)
+    # Only the last column's logits are sampled from: a prompt's [B, T, V] would be a large share of its prefill.
+    out = model(tokens, valid=valid, cache=cache, return_logits=False)
     routing_steps, topk_steps = [out.routing], [out.sparse_topk]
     fed_valid = [valid]
     generated: list[list[int]] = [[] for _ in prompts]
@@ -106,7 +107,7 @@ def generate(
     reasons = ["length"] * rows
     done = torch.tensor([b == 0 for b in budgets], device=device)
     stop = torch.tensor(params.stop_ids, dtype=torch.long, device=device)
-    logits = out.logits[:, -1]  # the last column is a real token in every left-padded row
+    logits = model.head(out.hidden[:, -1])  # the last column is a real token in every left-padded row
 
     for _ in range(longest):
         if bool(done.all()):
@@ -125,11 +126,11 @@ def generate(
             break
         # Finished rows keep stepping as padding so the batch stays rectangular; their state is untouched.
         step_valid = (~done)[:, None]  # [B, 1]
-        out = model(ids[:, None], valid=step_valid, cache=cache)
+        out = model(ids[:, None], valid=step_valid, cache=cache, return_logits=False)
         routing_steps.append(out.routing)
         topk_steps.append(out.sparse_topk)
         fed_valid.append(step_valid)
-        logits = out.logits[:, -1]
+        logits = model.head(out.hidden[:, -1])
 
     results = []
     fed = torch.cat(fed_valid, dim=1)  # [B, columns fed]

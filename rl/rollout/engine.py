@@ -161,12 +161,13 @@ class Engine:
             valid[i, width - len(pending):] = True
             self.rows[i].history += pending
         device = self.model.embed.weight.device
-        out = self.model(tokens.to(device), valid=valid.to(device), cache=self.cache)
+        # Only the last column is sampled from; a prefill's [R, T, V] logits would be a large share of its cost.
+        out = self.model(tokens.to(device), valid=valid.to(device), cache=self.cache, return_logits=False)
         self.steps += 1
         self.tokens_fed += int(valid.sum())
         if self.record_routing:
             self._record(out, valid, active)
-        logits = out.logits[:, -1].float()  # [R, V]; the last column is every active row's newest token
+        logits = self.model.head(out.hidden[:, -1])  # [R, V] fp32; the last column is every active row's newest token
 
         for i in active:
             banned = self.rows[i].request.banned

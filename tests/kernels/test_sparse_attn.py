@@ -253,3 +253,18 @@ def test_naive_cpu_forms_match_the_reference(repeats):
     ref_grads = torch.autograd.grad(ref_scores.masked_fill(~finite, 0).mul(weight.double()).sum(), ref_leaves)
     for a, r in zip(grads, ref_grads):
         assert (a.double() - r).abs().max() < 1e-5
+
+
+def test_the_naive_top_slots_rank_by_score_then_the_later_slot():
+    """The CPU top-k against a Python sort: best score first, ties to the later slot, -inf slots as -1."""
+    gen = torch.Generator().manual_seed(8)
+    # Few distinct values (ties everywhere), negatives, signed zeros and -inf.
+    values = torch.tensor([-2.0, -0.5, -0.0, 0.0, 0.0, 1.5, 3.0, float("-inf"), float("-inf")])
+    scores = values[torch.randint(0, len(values), (3, 5, 40), generator=gen)]
+    scores[0, 0] = float("-inf")  # a query with no candidate
+    got = naive._top_slots(scores, 12)
+    for row, query in ((r, q) for r in range(3) for q in range(5)):
+        s = scores[row, query].tolist()
+        ranked = sorted(range(len(s)), key=lambda j: (-s[j], -j))[:12]
+        want = [j if s[j] != float("-inf") else -1 for j in ranked]
+        assert got[row, query].tolist() == want, (row, query)
