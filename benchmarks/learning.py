@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
     console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     out = Path(args.out)
+    header = {"recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
+              "eval_samples": args.eval_samples, "sft_temperatures": temperatures}
     runs, per_seed = [], {}
     for seed in seeds or [None]:
         seed_out = out if seed is None else out / f"seed-{seed}"
@@ -241,13 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         seed_out.mkdir(parents=True, exist_ok=True)
         plot(histories, seed_out / "learning.png")
         per_seed[cfg.trainer.seed] = {**results, "seconds": seconds, "history": histories}
+        if seed is not None:
+            # Written as each cold start ends, so a run stopped later keeps the cold starts it finished.
+            (seed_out / "learning.json").write_text(json.dumps({**header, "trainer_seed": seed, **per_seed[seed]},
+                                                               indent=1))
     total = time.perf_counter() - began
-    header = {"recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
-              "eval_samples": args.eval_samples, "sft_temperatures": temperatures}
     if seeds:
-        for seed, results in per_seed.items():
-            (out / f"seed-{seed}" / "learning.json").write_text(json.dumps({**header, "trainer_seed": seed, **results},
-                                                                           indent=1))
         console.rule(f"pooled over {len(seeds)} cold starts (trainer.seed {', '.join(map(str, seeds))})")
         pooled = report(runs, console)
         summary = {**header, "trainer_seeds": seeds, "seconds": {"total": total}, **pooled,

@@ -68,11 +68,14 @@ def test_evaluations_of_different_tasks_are_refused():
         compare(_summary([("t/a-v0:easy", 1, 1)]), _summary([("t/b-v0:easy", 1, 1)]))
 
 
-def test_one_run_pools_to_the_paired_comparison():
+def test_one_run_pools_to_the_paired_bootstrap_over_its_tasks():
     rng = random.Random(2)
-    before = _summary([("t/a-v0:easy", s, rng.random() < 0.3) for s in range(80)])
-    after = _summary([("t/a-v0:easy", s, rng.random() < 0.5) for s in range(80)])
-    assert compare_runs([(before, after)]) == compare(before, after)
+    a = [float(rng.random() < 0.3) for _ in range(80)]
+    b = [float(rng.random() < 0.5) for _ in range(80)]
+    family, _ = compare_runs([(_summary([("t/a-v0:easy", s, ok) for s, ok in enumerate(a)]),
+                               _summary([("t/a-v0:easy", s, ok) for s, ok in enumerate(b)]))])
+    assert (family.low, family.high) == paired_interval(np.array(a), np.array(b))
+    assert family.change == pytest.approx(sum(b) / 80 - sum(a) / 80)
 
 
 def test_runs_that_disagree_widen_the_interval_to_their_spread():
