@@ -56,7 +56,7 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     results = _module().report(runs, console)
     pooled = results["vs_sft"]["joint"]["terminal/text-count"]
     assert (pooled["a"], pooled["b"], pooled["change"], pooled["tasks"]) == (0.375, 0.625, 0.25, 8)
-    # Drawing cold start 2 twice gives 0 and cold start 1 twice at most +0.75 (its tasks resampled): not significant.
+    # Drawing cold start 2 twice gives 0 a quarter of the time, so the lower bound is at most 0: not significant.
     assert pooled["low"] <= 0.0 and not pooled["significant"]
     assert "pooled over 2 cold starts" in console.export_text()
     alone = _module().report(runs[:1], Console(record=True, width=200))["vs_sft"]["joint"]["terminal/text-count"]
