@@ -105,15 +105,13 @@ def compare_runs(runs: list[tuple[EvalSummary, EvalSummary]], group_of: Callable
         if sorted(rates) != groups:
             raise ValueError(f"the runs cover different groups: {groups} vs {sorted(rates)}")
     episodes = [(_episodes(a, group_of), _episodes(b, group_of)) for a, b in runs]
+    for rates, (episodes_a, episodes_b) in zip(paired, episodes):
+        rates["all"] = tuple(np.concatenate([rates[g][side] for g in groups]) for side in (0, 1))
+        episodes_a["all"], episodes_b["all"] = sum(episodes_a.values()), sum(episodes_b.values())
     changes = []
     for group in [*groups, "all"]:
-        if group == "all":
-            pairs = [(np.concatenate([rates[g][0] for g in groups]), np.concatenate([rates[g][1] for g in groups]))
-                     for rates in paired]
-            counts = [(sum(ea.values()), sum(eb.values())) for ea, eb in episodes]
-        else:
-            pairs = [rates[group] for rates in paired]
-            counts = [(ea[group], eb[group]) for ea, eb in episodes]
+        pairs = [rates[group] for rates in paired]
+        counts = [(ea[group], eb[group]) for ea, eb in episodes]
         low, high = pooled_interval(pairs, resamples, level, seed)
         changes.append(Change(group, sum(len(va) for va, _ in pairs), sum(n for n, _ in counts),
                               sum(n for _, n in counts), float(np.mean([va.mean() for va, _ in pairs])),

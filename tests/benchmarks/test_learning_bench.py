@@ -52,14 +52,15 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     # Cold start 1: SFT 1 of 4, joint 3 of 4 (+0.5); cold start 2: SFT 2 of 4, joint 2 of 4 (0): pooled +0.25.
     runs = [{"sft": _evaluation([1, 0, 0, 0]), "joint": _evaluation([1, 1, 1, 0])},
             {"sft": _evaluation([1, 1, 0, 0]), "joint": _evaluation([1, 1, 0, 0])}]
+    bench = _module()
     console = Console(record=True, width=200)
-    results = _module().report(runs, console)
+    results = bench.report(runs, console)
     pooled = results["vs_sft"]["joint"]["terminal/text-count"]
     assert (pooled["a"], pooled["b"], pooled["change"], pooled["tasks"]) == (0.375, 0.625, 0.25, 8)
     # Drawing cold start 2 twice gives 0 a quarter of the time, so the lower bound is at most 0: not significant.
     assert pooled["low"] <= 0.0 and not pooled["significant"]
     assert "pooled over 2 cold starts" in console.export_text()
-    alone = _module().report(runs[:1], Console(record=True, width=200))["vs_sft"]["joint"]["terminal/text-count"]
+    alone = bench.report(runs[:1], Console(record=True, width=200))["vs_sft"]["joint"]["terminal/text-count"]
     assert alone["change"] == 0.5 and alone["tasks"] == 4
 
 
