@@ -57,7 +57,10 @@ _ID_ALPHABET = string.ascii_lowercase + string.digits
 PROGRESS_FIELDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("reward", ("reward/mean",), "{:.3f}"),
     ("pass", ("pass_rate", "pass_rate/all"), "{:.2f}"),
-    ("kl", ("mismatch/kl",), "{:.2e}"),
+    # KL to the reference is what the KL term holds down; the mismatch is the rollout engine's log-probs against
+    # the learner's on the same tokens (near 0 unless the two disagree).
+    ("kl_ref", ("policy/kl_ref",), "{:.4f}"),
+    ("mismatch", ("mismatch/kl",), "{:.1e}"),
     ("loss", ("loss", "loss/total"), "{:.4f}"),
     ("s/step", ("perf/step_s",), "{:.1f}"),
     ("tok/s", ("perf/tokens_per_s",), "{:,.0f}"),

@@ -47,6 +47,15 @@ def test_console_line_shows_the_summary_metrics_that_exist(tmp_path):
     assert out.getvalue().strip() == "step 3/20 | reward 0.412 | loss 0.5000 | tok/s 12,346"
 
 
+def test_console_line_names_the_reference_kl_apart_from_the_engine_mismatch(tmp_path):
+    # The KL term's drift and the rollout-vs-learner mismatch differ by orders of magnitude; one label hid the first.
+    out = io.StringIO()
+    tracker = Tracker(_cfg(console=True, steps=20), tmp_path, console=Console(file=out, width=200))
+    tracker.log(4, {"policy/kl_ref": 0.01234, "mismatch/kl": -2.0e-9, "loss": 0.25})
+    tracker.finish()
+    assert out.getvalue().strip() == "step 4/20 | kl_ref 0.0123 | mismatch -2.0e-09 | loss 0.2500"
+
+
 def test_resume_moves_lines_past_the_checkpoint_to_the_rolled_back_file(tmp_path):
     first = Tracker(_cfg(), tmp_path)
     for step in range(1, 6):
