@@ -1,8 +1,8 @@
 """Does RL make the agent better? One SFT checkpoint, then RL arms compared on the same held-out tasks.
 
     python benchmarks/learning.py [RECIPE] [--arms sft,single,joint,learnability] [--eval-seeds N]
-                                  [--eval-samples K] [--sft-temperatures T,...] [--trainer-seeds S,...]
-                                  [--out DIR] [key=value ...]
+                                  [--eval-samples K] [--eval-offset M] [--sft-temperatures T,...]
+                                  [--trainer-seeds S,...] [--cold-starts DIR] [--out DIR] [key=value ...]
 
 From one supervised cold start (the recipe's `trainer.sft`), the arms are:
   sft           no RL: the cold-start checkpoint itself;
@@ -19,22 +19,28 @@ than one of them. JSON (every change) and a PNG (training pass rate per domain a
 One cold start is one draw: its pass rates move with the initial weights more than RL moves them
 (docs/learning.md). --trainer-seeds runs the whole benchmark once per `trainer.seed` (each into --out/seed-S) and
 pools the changes over those cold starts with a hierarchical bootstrap (runs, then tasks; rl/significance.py).
+
+Judging a change to the RL recipe: --cold-starts DIR takes each cold start from an earlier run's --out instead of
+training it again (8 of the quickstart's 10 minutes), and --eval-offset M evaluates on the held-out seeds M on from
+the recipe's first, so that choosing among RL variants does not tune them to the tasks a report is made on.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from jointrl.rl.cold_start import cold_start
+from jointrl.model.checkpoint import read_config
+from jointrl.model.pretrained import load_pretrained, load_tokenizer
+from jointrl.rl.cold_start import ColdStart, cold_start, demo_counts
 from jointrl.rl.config import RunConfig
 from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
 from jointrl.rl.recipe import load_recipe
+from jointrl.rl.progress import output_console
 from jointrl.rl.significance import Change, compare_runs, family_of
 from jointrl.rl.trainer import policy_from_state, train
 
@@ -51,11 +57,11 @@ def with_envs(cfg: RunConfig, run_dir: Path, **envs) -> RunConfig:
 
 
 def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, samples: int,
-             temperature: float | None = None) -> EvalSummary:
-    """The policy `state` on `seeds` held-out seeds per env id, `samples` samples each (default: at the rollout
-    temperature)."""
+             temperature: float | None = None, offset: int = 0) -> EvalSummary:
+    """The policy `state` on `seeds` held-out seeds per env id from the `offset`-th, `samples` samples each
+    (default: at the rollout temperature)."""
     model = policy_from_state(cfg, state).eval().requires_grad_(False)
-    start = cfg.envs.eval_seeds.start
+    start = cfg.envs.eval_seeds.start + offset
     return evaluate(model, tokenizer, cfg, env_ids, list(range(start, start + seeds)),
                     temperature=cfg.rollout.temperature if temperature is None else temperature,
                     max_rows=cfg.rollout.max_rows, samples=samples, seed=cfg.trainer.seed)
@@ -149,17 +155,33 @@ def plot(histories: dict[str, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def earlier_cold_start(cfg: RunConfig, run: Path) -> ColdStart:
+    """The SFT checkpoint an earlier benchmark run (its --out, or one seed-S of it) holds, in place of a new one."""
+    checkpoint = run / "sft" / "checkpoints" / "sft"
+    if not checkpoint.is_dir():
+        raise SystemExit(f"--cold-starts: no SFT checkpoint at {checkpoint}; give the --out of an earlier run with the "
+                         "same --trainer-seeds")
+    stored = read_config(checkpoint)
+    differ = [f"{k} {getattr(stored, k)!r} (checkpoint) vs {getattr(cfg.model, k)!r} (recipe)"
+              for k in type(stored).model_fields if getattr(stored, k) != getattr(cfg.model, k)]
+    if differ:
+        raise SystemExit(f"--cold-starts: {checkpoint} holds a model other than the recipe's: {'; '.join(differ)}")
+    return ColdStart(load_pretrained(checkpoint, cfg.model), load_tokenizer(checkpoint), checkpoint,
+                     list(demo_counts(cfg)), demos=0, losses=[])
+
+
 def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], eval_seeds: int, eval_samples: int,
-                   out: Path, console: Console) -> tuple[dict[str, EvalSummary], dict[str, list[dict]],
-                                                         dict[str, float]]:
-    """One cold start and its RL arms, each into its own directory under out: (evaluations, histories, seconds)."""
+                   out: Path, console: Console, *, eval_offset: int = 0, start: ColdStart | None = None,
+                   ) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
+    """One cold start (or `start`, an earlier one) and its RL arms, each into its own directory under out:
+    (evaluations, histories, seconds)."""
     began = time.perf_counter()
     # Each benchmark run is a fresh experiment: its --out directory's earlier run is replaced.
-    start = cold_start(cfg, console, overwrite=True)
+    start = start or cold_start(cfg, console, overwrite=True)
     sft_state = start.model.state_dict()
 
     def evaluate_policy(state, env_ids, temperature=None):
-        return held_out(cfg, start.tokenizer, state, env_ids, eval_seeds, eval_samples, temperature)
+        return held_out(cfg, start.tokenizer, state, env_ids, eval_seeds, eval_samples, temperature, eval_offset)
 
     evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
     for temperature in temperatures:
@@ -200,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
     parser.add_argument("--eval-seeds", type=int, default=64, help="held-out seeds per env id (default 64)")
     parser.add_argument("--eval-samples", type=int, default=4, help="samples per held-out task (default 4)")
+    parser.add_argument("--eval-offset", type=int, default=0,
+                        help="evaluate from the held-out seed this many after the recipe's first (default 0; "
+                             "raise envs.eval_seeds.stop to cover them)")
+    parser.add_argument("--cold-starts", metavar="DIR", default=None,
+                        help="take each cold start's SFT checkpoint from an earlier run's --out instead of training it")
     parser.add_argument("--sft-temperatures", default="",
                         help="comma-separated temperatures below the rollout's to sample the SFT checkpoint at (controls)")
     parser.add_argument("--trainer-seeds", default="",
@@ -223,11 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--trainer-seeds {args.trainer_seeds!r}: each seed once")
 
     began = time.perf_counter()
-    # Piped output keeps the table's intervals readable instead of squeezing them into 80 columns.
-    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    console = output_console()
     out = Path(args.out)
+    if args.eval_offset < 0:
+        raise SystemExit(f"--eval-offset {args.eval_offset}: give 0 or more")
     header = {"recipe": args.recipe, "overrides": args.overrides, "eval_seeds": args.eval_seeds,
-              "eval_samples": args.eval_samples, "sft_temperatures": temperatures}
+              "eval_samples": args.eval_samples, "eval_offset": args.eval_offset, "cold_starts": args.cold_starts,
+              "sft_temperatures": temperatures}
     runs, per_seed = [], {}
     for seed in seeds or [None]:
         seed_out = out if seed is None else out / f"seed-{seed}"
@@ -235,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_recipe(args.recipe, [*overrides, f"tracking.run_dir={seed_out / 'sft'}"])
         if seed is not None:
             console.rule(f"cold start {len(runs) + 1} of {len(seeds)}: trainer.seed={seed}")
+        earlier = None
+        if args.cold_starts:
+            earlier = earlier_cold_start(cfg, Path(args.cold_starts) / seed_out.relative_to(out))
         evals, histories, seconds = one_cold_start(cfg, arms, temperatures, args.eval_seeds, args.eval_samples,
-                                                   seed_out, console)
+                                                   seed_out, console, eval_offset=args.eval_offset, start=earlier)
         runs.append(evals)
         results = report([evals], console)
         results["mean_mix"] = mean_mix(histories, console)

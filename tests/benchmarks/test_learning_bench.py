@@ -1,4 +1,5 @@
-"""benchmarks/learning.py's draw-probability summary and its report pooled over cold starts, on hand-written data."""
+"""benchmarks/learning.py's draw-probability summary and its report pooled over cold starts, on hand-written data;
+its reuse of earlier cold starts and its held-out seed offset."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,6 +11,8 @@ import pytest
 from rich.console import Console
 
 from jointrl.envs.episode import Episode
+from jointrl.model.checkpoint import save_pretrained
+from jointrl.model.transformer import Transformer
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import summarize
 from jointrl.rl.recipe import load_recipe
@@ -64,6 +67,33 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     assert alone["change"] == 0.5 and alone["tasks"] == 4
 
 
+def test_held_out_offset_moves_every_env_id_to_later_seeds(monkeypatch):
+    bench = _module()
+    cfg = load_recipe("quickstart", ["model.preset=debug"])
+    asked = {}
+
+    def fake_evaluate(model, tokenizer, cfg, env_ids, seeds, **kwargs):
+        asked["seeds"], asked["samples"] = seeds, kwargs["samples"]
+        return "summary"
+
+    monkeypatch.setattr(bench, "evaluate", fake_evaluate)
+    state = Transformer(cfg.model).state_dict()
+    assert bench.held_out(cfg, None, state, ["terminal/text-count-v0:easy"], 3, 2, offset=5) == "summary"
+    first = cfg.envs.eval_seeds.start
+    assert asked == {"seeds": [first + 5, first + 6, first + 7], "samples": 2}
+
+
+def test_an_earlier_cold_start_must_exist_and_hold_the_recipes_model(tmp_path):
+    bench = _module()
+    cfg = load_recipe("quickstart", ["model.preset=debug"])
+    with pytest.raises(SystemExit, match="no SFT checkpoint at .*seed-0/sft/checkpoints/sft"):
+        bench.earlier_cold_start(cfg, tmp_path / "seed-0")
+    save_pretrained(Transformer(cfg.model), tmp_path / "seed-0" / "sft" / "checkpoints" / "sft")
+    other = load_recipe("quickstart", ["model.preset=debug", "model.layer_pattern=KSKS"])
+    with pytest.raises(SystemExit, match="other than the recipe's: layer_pattern 'KSKL' .checkpoint. vs 'KSKS'"):
+        bench.earlier_cold_start(other, tmp_path / "seed-0")
+
+
 @pytest.mark.slow
 def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, capsys):
     out = tmp_path / "bench"
@@ -86,3 +116,14 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
         assert per_seed["trainer_seed"] == seed and per_seed["vs_sft"]["joint"]["all"]["tasks"] == tasks
         assert (out / f"seed-{seed}" / "learning.png").is_file() and (out / f"seed-{seed}" / "joint").is_dir()
     assert "pooled over 2 cold starts" in capsys.readouterr().out
+
+    # The same cold starts reused: nothing is trained again, and the SFT checkpoints score as they did.
+    again = tmp_path / "again"
+    code = _module().main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+                           "--trainer-seeds", "3,4", "--cold-starts", str(out), "--out", str(again)])
+    assert code == 0
+    for seed in (3, 4):
+        assert not (again / f"seed-{seed}" / "sft").exists()
+        before = json.loads((out / f"seed-{seed}" / "learning.json").read_text())["vs_sft"]["joint"]["all"]
+        reused = json.loads((again / f"seed-{seed}" / "learning.json").read_text())["vs_sft"]["joint"]["all"]
+        assert reused["a"] == before["a"] and reused["tasks"] == before["tasks"]
