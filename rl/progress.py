@@ -12,6 +12,7 @@ one RL step takes minutes.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from contextlib import contextmanager
 
@@ -20,7 +21,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichProgress
 
 PLAIN_LINES = 10  # about this many plain lines over a whole loop
+PIPED_WIDTH = 200  # columns of a command's tables when its output is not a terminal
 _live: list = []  # [the live rich display, how many loops use it]; one per process
+
+
+def output_console() -> Console:
+    """A console for a command's tables: the terminal's width, or PIPED_WIDTH columns when piped to a log, where
+    rich's default of 80 would cut env ids and confidence intervals."""
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
 def clock(seconds: float | None) -> str:

@@ -111,6 +111,7 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def run_audit(args: argparse.Namespace) -> int:
     """Measure demo and shortcut pass rates, prompt and answer variety, overlap and time per env id."""
     from jointrl.envs.audit import SHORTCUTS, audit, to_json, violations
+    from jointrl.rl.progress import output_console
 
     if args.seeds < 2:
         raise ValueError(f"--seeds must be >= 2, got {args.seeds}")
@@ -128,8 +129,7 @@ def run_audit(args: argparse.Namespace) -> int:
             failing[row.env_id] = problems
         table.add_row(row.env_id + (" [red]FAIL[/]" if problems else ""), *cells, f"{row.seconds:.2f}", determ,
                       str(row.choices or "-"))
-    # Piped output keeps every column readable rather than squeezing them into 80 characters.
-    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    console = output_console()
     console.print(table)
     worst = max(rows, key=lambda r: r.worst_shortcut()[1])
     name, value = worst.worst_shortcut()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
 from jointrl.envs.base import TIERS
 from jointrl.rl.config import RunConfig
 
@@ -85,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
     from jointrl.model.checkpoint import from_pretrained
     from jointrl.model.pretrained import check_vocab, load_tokenizer
     from jointrl.rl.evaluate import evaluate, print_summary
+    from jointrl.rl.progress import output_console
     from jointrl.rl.recipe import load_recipe
     from jointrl.rl.run_checkpoint import model_dir, stored_recipe, write_json
 
-    console = Console(soft_wrap=True)
+    console = output_console()
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
     if args.temperature is not None and args.temperature < 0:

@@ -17,10 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The `jointrl quickstart` command."""
-    from rich.console import Console
-
+    from jointrl.rl.progress import output_console
     from jointrl.rl.quickstart import quickstart
     from jointrl.rl.recipe import load_recipe
 
-    quickstart(load_recipe(args.recipe, args.overrides), Console(soft_wrap=True), args.recipe, overwrite=args.overwrite)
+    quickstart(load_recipe(args.recipe, args.overrides), output_console(), args.recipe, overwrite=args.overwrite)
     return 0

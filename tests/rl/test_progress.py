@@ -4,8 +4,9 @@ import re
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 
-from jointrl.rl.progress import Progress, clock, rate_text
+from jointrl.rl.progress import Progress, clock, output_console, rate_text
 
 
 def plain_console() -> Console:
@@ -68,3 +69,14 @@ def test_clock_and_rate_text():
 def test_completed_beyond_the_total_is_refused():
     with pytest.raises(ValueError, match="completed <= total"):
         Progress(None, "RL", 3, completed=4)
+
+
+def test_a_piped_command_prints_whole_env_ids_and_intervals(capsys):
+    # Under pytest stdout is captured, as in a pipe: rich's default 80 columns would cut the names to "terminal…".
+    table = Table()
+    for name in ("family", "tasks", "episodes", "SFT", "RL", "change", "95% CI", "significant"):
+        table.add_column(name)
+    table.add_row("terminal/text-count-v0:easy", "32", "128", "0.594", "0.766", "+0.172", "[+0.086, +0.266]", "up")
+    output_console().print(table)
+    out = capsys.readouterr().out
+    assert "terminal/text-count-v0:easy" in out and "[+0.086, +0.266]" in out and "significant" in out
