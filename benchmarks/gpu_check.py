@@ -213,7 +213,7 @@ def learner(device: torch.device, quick: bool, preset: str = "small", dtype: str
 
     from jointrl.model.transformer import Transformer
     from jointrl.rl.actor_group import start_ray
-    from jointrl.rl.config import RunConfig
+    from jointrl.rl.config.run import RunConfig
     from jointrl.rl.learner.group import LearnerGroup
 
     synth_batch = benchmark_module("learner").synth_batch

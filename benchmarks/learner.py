@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 from jointrl.model.presets import PRESETS  # noqa: E402
 from jointrl.model.transformer import Transformer  # noqa: E402
-from jointrl.rl.config import AlgorithmConfig  # noqa: E402
+from jointrl.rl.config.training import AlgorithmConfig  # noqa: E402
 from jointrl.rl.learner.critic import PolicyWithValue  # noqa: E402
 from jointrl.rl.learner.batch import SequenceSample, pack, totals  # noqa: E402
 from jointrl.rl.learner.forward import detached, forward_micro_batch, micro_batch_loss  # noqa: E402
@@ -152,7 +152,7 @@ def ep2_vs_ep1(args: argparse.Namespace) -> None:
     import ray
 
     from jointrl.rl.actor_group import Placement
-    from jointrl.rl.config import RunConfig
+    from jointrl.rl.config.run import RunConfig
     from jointrl.rl.learner.group import LearnerGroup
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -37,7 +37,7 @@ from rich.table import Table
 from jointrl.model.checkpoint import read_config
 from jointrl.model.pretrained import load_pretrained, load_tokenizer
 from jointrl.rl.cold_start import ColdStart, cold_start, demo_counts
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.progress import output_console

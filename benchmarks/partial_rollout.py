@@ -168,7 +168,7 @@ def real_backend(args: argparse.Namespace):
     from jointrl.model.tokenizer import train_tokenizer
     from jointrl.model.transformer import Transformer
     from jointrl.rl.actor_group import Placement
-    from jointrl.rl.config import RolloutConfig
+    from jointrl.rl.config.rollout import RolloutConfig
     from jointrl.rl.rollout.manager import RolloutManager
 
     # A new local Ray, not one another job on this machine left running.

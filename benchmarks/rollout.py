@@ -100,7 +100,7 @@ def workers_scaling(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))  # the lookup env and its fitted policy live with the tests
     from jointrl.rl.actor_group import Placement
     from jointrl.rl.rollout.agent import Task
-    from jointrl.rl.config import RolloutConfig
+    from jointrl.rl.config.rollout import RolloutConfig
     from jointrl.rl.rollout.manager import RolloutManager
     from tests.rl import agent_envs
 

@@ -38,7 +38,7 @@ from jointrl.model.transformer import Transformer  # noqa: E402
 from jointrl.rewards.mixer import RewardMixer  # noqa: E402
 from jointrl.rl.actor_group import Placement, start_ray  # noqa: E402
 from jointrl.rl.algorithms.step import advantages_and_filters  # noqa: E402
-from jointrl.rl.config import RunConfig  # noqa: E402
+from jointrl.rl.config.run import RunConfig  # noqa: E402
 from jointrl.rl.learner.batch import pack, samples_from_trajectories, split_minibatches, totals  # noqa: E402
 from jointrl.rl.learner.critic import PolicyWithValue  # noqa: E402
 from jointrl.rl.learner.forward import detached, forward_micro_batch, micro_batch_loss, reference_logprobs  # noqa: E402

@@ -40,7 +40,7 @@ from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rl.actor_group import Placement
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.weight_sync import CollectiveGroup

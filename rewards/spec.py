@@ -1,6 +1,6 @@
 """The recipe surface of rewards: weighted terms per domain or env glob, compiled into callable reward functions.
 
-A recipe's `rewards` section (`jointrl.rl.config.RewardsConfig`) lists terms `{name, weight, params}` per
+A recipe's `rewards` section (`jointrl.rl.config.rewards.RewardsConfig`) lists terms `{name, weight, params}` per
 domain, per env-id glob and as a default. `RewardTable` resolves which terms score an episode — the first
 env glob that matches its id, else its domain's list, else the default — and scores it into unweighted
 components; the mixer weights and normalises them.

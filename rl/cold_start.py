@@ -16,7 +16,7 @@ from jointrl.model.hf_tokenizer import HFTokenizer
 from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
 from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.drill import drill_pairs, train_drill
 from jointrl.rl.progress import Progress

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jointrl.envs import registry
 from jointrl.model.tokenizer import JointTokenizer
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.sft import Conversation
 
 

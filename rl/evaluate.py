@@ -32,7 +32,7 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rewards import RewardMixer, RewardTable
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.task_sampler import TaskSampler

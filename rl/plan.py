@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 
 GIB = 1024**3
 RESERVE_GIB = 2.0

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from jointrl.model.info import model_info
 from jointrl.rl.cold_start import cold_start
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.evaluate import EvalSummary, print_summary
 from jointrl.rl.significance import compare, domain_of, family_of
 from jointrl.rl.trainer import evaluate_state, train

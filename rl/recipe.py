@@ -24,7 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 import jointrl.model.presets as presets
 from jointrl.model.config import ModelConfig
-from jointrl.rl.config import PRESET_KEY, PRETRAINED_KEY, RunConfig
+from jointrl.rl.config.model import PRESET_KEY, PRETRAINED_KEY
+from jointrl.rl.config.run import RunConfig
 
 Key = tuple[str | int, ...]
 INCLUDE_KEY = "include"

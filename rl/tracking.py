@@ -42,7 +42,7 @@ from typing import Any, Literal, TextIO
 
 from rich.console import Console
 
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.progress import datasets_quiet
 from jointrl.rl.step_metrics import pick_samples
 

@@ -46,7 +46,7 @@ from jointrl.rewards.mixer import RewardMixer
 from jointrl.rl.actor_group import Placement, start_ray
 from jointrl.rl.algorithms.step import advantages_and_filters
 from jointrl.rl.cold_start import checkpoint_dir
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import EvalSummary, evaluate
 from jointrl.rl.learner.group import LearnerGroup

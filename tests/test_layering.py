@@ -203,7 +203,7 @@ def test_a_violation_planted_in_a_copy_of_the_real_tree_fails_the_check(tmp_path
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     assert layering_problems(tmp_path) == []
     # A cycle through a function-level import, the kind a lazy import hides from the interpreter.
-    with open(tmp_path / "rl" / "config.py", "a") as f:
+    with open(tmp_path / "rl" / "config" / "run.py", "a") as f:
         f.write("\n\ndef _late():\n    from jointrl.rl import trainer\n")
     # A learner module reaching into the rollout room.
     with open(tmp_path / "rl" / "learner" / "batch.py", "a") as f:
@@ -211,5 +211,5 @@ def test_a_violation_planted_in_a_copy_of_the_real_tree_fails_the_check(tmp_path
     problems = layering_problems(tmp_path)
     assert "jointrl.rl.learner.batch -> jointrl.rl.rollout.engine: rl/learner never imports rl/rollout" in problems
     cycles = [p for p in problems if p.startswith("import cycle:")]
-    assert len(cycles) == 1 and "jointrl.rl.config" in cycles[0] and "jointrl.rl.trainer" in cycles[0], problems
+    assert len(cycles) == 1 and "jointrl.rl.config.run" in cycles[0] and "jointrl.rl.trainer" in cycles[0], problems
     assert len(problems) == 2, problems

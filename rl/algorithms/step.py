@@ -12,7 +12,7 @@ import torch
 from jointrl.rewards.mixer import MixedBatch
 from jointrl.rl.algorithms.advantages import overlong_keep, zero_variance_groups
 from jointrl.rl.algorithms.table import ALGORITHMS, sequence_advantages
-from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.config.training import AlgorithmConfig
 from jointrl.rl.trajectory import Trajectory
 
 

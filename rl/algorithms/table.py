@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from jointrl.rl.algorithms.advantages import group_advantages, reinforce_pp_advantages, rloo_advantages
-from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.config.training import AlgorithmConfig
 from jointrl.rl.algorithms.losses import (
     aggregate,
     gspo_loss,

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from jointrl.envs.base import TIERS
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 
 DEFAULT_RECIPE = "quickstart"
 DEFAULT_SEEDS = 4

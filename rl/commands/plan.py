@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from jointrl.rl.commands.recipe import add_recipe_arguments
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.plan import GIB, ITEM_ORDER, Plan
 
 

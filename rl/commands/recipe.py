@@ -97,7 +97,7 @@ def _element(ann: Any) -> Any:
 
 def _type_text(ann: Any) -> str:
     text = ann.__name__ if isinstance(ann, type) else str(ann)
-    # `list[jointrl.rl.config.EnvMixEntry]` reads better as `list[EnvMixEntry]`.
+    # `list[jointrl.rl.config.envs.EnvMixEntry]` reads better as `list[EnvMixEntry]`.
     return re.sub(r"\b(?:typing|[a-z_]+(?:\.[a-z_0-9]+)+)\.(\w+)", r"\1", text)
 
 
@@ -125,7 +125,10 @@ def explain(key: str) -> str:
     from pydantic import BaseModel
 
     from jointrl.model.config import ModelConfig
-    from jointrl.rl.config import PRESET_KEY, PRETRAINED_KEY, RunConfig
+    from jointrl.rl.config.model import PRESET_KEY, PRETRAINED_KEY
+
+    # List positions do not change what a key means: envs.mix[0].weight is envs.mix.weight.
+    from jointrl.rl.config.run import RunConfig
 
     # List positions do not change what a key means: envs.mix[0].weight is envs.mix.weight.
     parts = [part for part in re.sub(r"\[\d+\]", "", key).split(".") if part]

@@ -36,7 +36,7 @@ from torch import Tensor
 from jointrl.kernels.logprobs import token_logprobs
 from jointrl.rl.algorithms.advantages import gae, masked_moments, whiten
 from jointrl.rl.algorithms.table import ALGORITHMS, LossInputs, rl_loss
-from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.config.training import AlgorithmConfig
 from jointrl.rl.learner.critic import PolicyWithValue
 from jointrl.rl.learner.batch import LossTotals, MicroBatch
 

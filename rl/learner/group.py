@@ -15,7 +15,7 @@ import ray
 import torch
 
 from jointrl.rl.actor_group import ActorGroup, Placement
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.learner.rank import LearnerRank
 from jointrl.rl.learner.batch import samples_from_trajectories, split_for_ranks, split_minibatches, totals
 from jointrl.rl.learner.forward import combine_metrics

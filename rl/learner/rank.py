@@ -30,7 +30,8 @@ import torch.distributed as dist
 from jointrl.model.checkpoint import load_state, save_pretrained
 from jointrl.model.transformer import Transformer
 from jointrl.rl.algorithms.table import ALGORITHMS
-from jointrl.rl.config import LearnerConfig, RunConfig
+from jointrl.rl.config.run import RunConfig
+from jointrl.rl.config.training import LearnerConfig
 from jointrl.rl.learner.critic import PolicyWithValue
 from jointrl.rl.learner.distributed import (
     all_reduce_max,

@@ -21,7 +21,7 @@ from jointrl.envs.episode import Episode
 from jointrl.model.chat import TOOL_CALL_ERROR_KINDS
 from jointrl.model.generate import SamplingParams
 from jointrl.model.tokenizer import JointTokenizer
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
 from jointrl.rl.trajectory import TokenLog, Trajectory
 

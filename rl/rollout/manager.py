@@ -47,7 +47,7 @@ from jointrl.model.config import ModelConfig
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.actor_group import ActorGroup, Placement
 from jointrl.rl.rollout.agent import Task
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.worker import RolloutWorker
 from jointrl.rl.trajectory import Trajectory
 from jointrl.rl.weight_sync import (

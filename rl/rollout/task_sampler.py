@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from jointrl.envs import registry
 from jointrl.envs.base import TIERS
 from jointrl.rl.rollout.agent import Task
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.rollout.learnability import Learnability
 from jointrl.rl.rollout.tiers import TierSelector
 

@@ -21,7 +21,8 @@ from typing import Mapping
 
 from jointrl.envs import registry
 from jointrl.envs.base import TIERS
-from jointrl.rl.config import RunConfig, TierSelection
+from jointrl.rl.config.rollout import TierSelection
+from jointrl.rl.config.run import RunConfig
 
 AUTO_TIERS: dict[str, str] = {"easy": "low", "default": "low", "medium": "high", "hard": "max"}
 MODES = ("fixed", "ratios", "auto")

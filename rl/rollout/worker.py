@@ -25,7 +25,7 @@ from jointrl.model.generate import SamplingParams
 from jointrl.model.mxfp4 import MXFP4Experts, dequantize_state_dict, mxfp4_state_dict
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import Transformer
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl import weight_sync

@@ -208,7 +208,7 @@ def test_load_tokenizer_tells_jointrl_tokenizers_from_imported_ones(tmp_path, to
 
 @pytest.mark.parametrize("style", ["kimi", "deepseek"])
 def test_an_agent_loop_episode_with_tools_runs_on_the_imported_tokenizer(style, tmp_path):
-    from jointrl.rl.config import RunConfig
+    from jointrl.rl.config.run import RunConfig
     from jointrl.rl.evaluate import evaluate, play
     from jointrl.rl.rollout.agent import Task
 

@@ -20,7 +20,7 @@ from jointrl.model.mxfp4 import mxfp4_state_dict
 from jointrl.rl import weight_sync
 from jointrl.rl.actor_group import Placement
 from jointrl.rl.commands.cli import main
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.learner.expert_parallel import expert_keys, shard_state
 from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.rollout.manager import RolloutManager

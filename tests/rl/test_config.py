@@ -10,7 +10,8 @@ from jointrl.envs.episode import Episode
 from jointrl.model.config import ModelConfig
 from jointrl.rewards import RewardMixer
 from jointrl.rewards.alarms import AlarmConfig
-from jointrl.rl.config import RunConfig, SeedRange
+from jointrl.rl.config.envs import SeedRange
+from jointrl.rl.config.run import RunConfig
 
 
 def _models_under(root: type[BaseModel]) -> dict[str, type[BaseModel]]:

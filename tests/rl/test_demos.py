@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.rl.cold_start import demo_counts
-from jointrl.rl.config import RolloutConfig, RunConfig
+from jointrl.rl.config.rollout import RolloutConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import demo_misfits, demo_needs
 from jointrl.rl.sft import Conversation
 

@@ -6,7 +6,7 @@ import pytest
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
 from jointrl.rl.commands.cli import main
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.plan import make_plan
 from jointrl.rl.recipe import load_recipe
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from jointrl.envs.episode import Episode
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.step_metrics import episode_rows, pick_samples
 from jointrl.rl.tracking import (
     METRICS_FILE, SFT_METRICS_FILE, Tracker, claim_run_dir, rl_outputs, transcript, write_rollouts,

@@ -6,7 +6,7 @@ import torch
 
 from jointrl.envs.episode import Episode
 from jointrl.rewards.mixer import MixedBatch
-from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.config.training import AlgorithmConfig
 from jointrl.rl.algorithms.step import advantages_and_filters
 from jointrl.rl.step_metrics import episode_metrics, staleness_metrics
 from jointrl.rl.trajectory import Trajectory

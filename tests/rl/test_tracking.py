@@ -6,7 +6,7 @@ import math
 import pytest
 from rich.console import Console
 
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.tracking import METRICS_FILE, ROLLED_BACK_FILE, Tracker
 
 

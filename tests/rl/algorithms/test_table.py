@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from jointrl.rl.algorithms.table import ALGORITHMS, POLICY_LOSSES, LossInputs, rl_loss, sequence_advantages
-from jointrl.rl.config import AlgorithmConfig, AlgorithmName
+from jointrl.rl.config.training import AlgorithmConfig, AlgorithmName
 
 
 def t(values):

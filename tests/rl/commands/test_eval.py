@@ -20,7 +20,7 @@ from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rl.commands.cli import main
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.evaluate import k_values, pass_at_k, raw_rewards, summarize
 from jointrl.rl.sft import Conversation, encode, train_sft
 from jointrl.rl.trajectory import Trajectory

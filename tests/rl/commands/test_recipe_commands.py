@@ -1,6 +1,7 @@
 """`jointrl recipe list` and `jointrl recipe explain` against the shipped recipes and the schema itself."""
 from jointrl.rl.commands.cli import main
-from jointrl.rl.config import LearnerConfig, RunConfig, TrainerConfig
+from jointrl.rl.config.run import RunConfig
+from jointrl.rl.config.training import LearnerConfig, TrainerConfig
 from jointrl.rl.recipe import shipped_recipes_dir
 
 

@@ -9,7 +9,7 @@ import torch
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
 from jointrl.rl.algorithms.table import ALGORITHMS
-from jointrl.rl.config import AlgorithmConfig
+from jointrl.rl.config.training import AlgorithmConfig
 from jointrl.rl.learner.critic import PolicyWithValue, ValueHead
 from jointrl.rl.learner.batch import SequenceSample, pack, totals
 from jointrl.rl.learner.forward import (

@@ -9,7 +9,7 @@ import torch
 from jointrl.envs.episode import Episode
 from jointrl.model.transformer import Transformer
 from jointrl.rl.actor_group import Placement
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.learner.batch import pack, samples_from_trajectories, split_for_ranks, split_minibatches
 from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.trajectory import Trajectory

@@ -8,7 +8,7 @@ import torch
 
 from jointrl.model.checkpoint import load_state, save_pretrained
 from jointrl.model.mxfp4 import mxfp4_state_dict
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.learner.group import LearnerGroup
 from jointrl.rl.rollout.worker import RolloutWorker
 from tests.rl.learner.test_learner import PLACEMENT, synth_trajectories

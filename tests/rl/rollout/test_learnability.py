@@ -8,7 +8,7 @@ import pytest
 
 from jointrl.envs import registry
 from jointrl.envs.base import EnvSpec
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.rollout.learnability import Learnability, cap_shares
 from jointrl.rl.rollout.pipeline import RolloutPipeline
 from jointrl.rl.rollout.task_sampler import TaskSampler

@@ -10,7 +10,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.rollout.pipeline import RolloutPipeline
 from tests.rl.rollout.loop import run_steps

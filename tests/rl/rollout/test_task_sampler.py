@@ -9,7 +9,7 @@ import pytest
 from jointrl.envs import registry
 from jointrl.envs.base import EnvSpec
 from jointrl.rl.rollout.agent import Task
-from jointrl.rl.config import RunConfig
+from jointrl.rl.config.run import RunConfig
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.rollout.task_sampler import TaskSampler
 from jointrl.rl.rollout.tiers import TierSelector, budgets

@@ -17,7 +17,7 @@ from jointrl.envs import registry
 from jointrl.model.mxfp4 import MXFP4Experts, quantize_experts_
 from jointrl.rl.actor_group import Placement
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.manager import RolloutManager
 from jointrl.rl.rollout.worker import RolloutWorker, sampling_params

@@ -12,7 +12,7 @@ from jointrl.rl.serve.background import BackgroundServer
 from jointrl.rl.serve.blackbox import openai_agent, play
 from jointrl.rl.serve.scheduler import Scheduler
 from jointrl.rl.serve.sessions import Sessions
-from jointrl.rl.config import RolloutConfig
+from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.agent import Task
 from jointrl.rl.weight_sync import WeightSync
 from jointrl.rl.rollout.worker import RolloutWorker
