@@ -1,6 +1,6 @@
 """One micro-batch through the learner: forward with routing replay, log-probs, values, and its share of the loss.
 
-Shape legend: B = rows, T = positions, D = model dim, M = valid positions of the micro-batch,
+Shape legend: B = rows, T = positions, D = model dim, M = loss-mask positions of the micro-batch,
 L = MoE layers, E = routed experts, k = experts per token, S = DSA layers, k_s = selected tokens.
 
 Routing replay (`replay`):
@@ -48,8 +48,8 @@ REFERENCE_ROUTING = ("replay", "own")
 class ForwardOut:
     """What one learner forward gives the loss (and the router bias update)."""
 
-    logprobs: Tensor  # [B, T] fp32: log-prob of targets under softmax(logits / temperature), 0 on padding
-    entropy: Tensor | None  # [B, T] fp32, 0 on padding; None unless asked for
+    logprobs: Tensor  # [B, T] fp32: log-prob of targets under softmax(logits / temperature), 0 off the loss mask
+    entropy: Tensor | None  # [B, T] fp32, 0 off the loss mask; None unless asked for
     values: Tensor | None  # [B, T] fp32, 0 on padding; None without a value head
     routing: Tensor | None  # [B, T, L, k] the experts this forward used (what r2 replays)
     sparse_topk: Tensor | None  # [B, T, S, k_s] the DSA slots this forward used
@@ -91,8 +91,9 @@ def forward_micro_batch(
 ) -> ForwardOut:
     """Log-probs (and entropy, values) of mb's targets; mb must already be on the model's device.
 
-    temperature 0 (greedy rollout) scores with temperature 1, as the rollout recorded it. fused=True never
-    builds [B, T, V] logits (chunked kernel on the valid positions); fused=False is the full-logits baseline.
+    Log-probs and entropy are those of the loss mask's positions, 0 elsewhere. temperature 0 (greedy rollout)
+    scores with temperature 1, as the rollout recorded it. fused=True never builds [B, T, V] logits (chunked
+    kernel on the mask's positions); fused=False is the full-logits baseline.
     """
     if temperature < 0:
         raise ValueError(f"temperature={temperature} must be >= 0")
@@ -104,25 +105,28 @@ def forward_micro_batch(
         raise ValueError("replay='r3' but the micro-batch carries no rollout sparse_topk (record_routing off?)")
 
     out, values = model(mb.inputs, mb.valid, routing=routing, sparse_topk=sparse_topk, return_logits=not fused)
-    valid = mb.valid
+    # Every consumer (the loss, the KL term, importance weights, mismatch metrics) counts only the generated
+    # tokens, and prompts and tool results are most of an episode: the vocabulary projection skips the rest.
+    scored = mb.valid & (mb.mask != 0)  # [B, T]
     if fused:
-        hidden = out.hidden[valid]  # [M, D]
+        hidden = out.hidden[scored]  # [M, D]
         flat_logp, flat_ent = token_logprobs(
-            hidden, model.policy.lm_head.weight, mb.targets[valid], temperature, return_entropy=need_entropy
+            hidden, model.policy.lm_head.weight, mb.targets[scored], temperature, return_entropy=need_entropy
         )  # [M], [M] | None
-        logprobs = out.hidden.new_zeros(valid.shape, dtype=flat_logp.dtype).masked_scatter(valid, flat_logp)  # [B, T]
+        logprobs = out.hidden.new_zeros(scored.shape, dtype=flat_logp.dtype)  # [B, T]
+        logprobs = logprobs.masked_scatter(scored, flat_logp)
         entropy = None
         if need_entropy:
-            entropy = torch.zeros_like(logprobs).masked_scatter(valid, flat_ent)
+            entropy = torch.zeros_like(logprobs).masked_scatter(scored, flat_ent)
     else:
         logp_all = torch.log_softmax(out.logits / temperature, dim=-1)  # [B, T, V]
         picked = logp_all.gather(-1, mb.targets[..., None]).squeeze(-1)  # [B, T]
-        logprobs = torch.where(valid, picked, 0.0)
+        logprobs = torch.where(scored, picked, 0.0)
         entropy = None
         if need_entropy:
-            entropy = torch.where(valid, -(logp_all.exp() * logp_all).sum(-1), 0.0)
+            entropy = torch.where(scored, -(logp_all.exp() * logp_all).sum(-1), 0.0)
     if values is not None:
-        values = torch.where(valid, values, 0.0)
+        values = torch.where(mb.valid, values, 0.0)
     return ForwardOut(
         logprobs=logprobs, entropy=entropy, values=values, routing=out.routing, sparse_topk=out.sparse_topk,
         expert_load=out.expert_load, aux_loss=out.aux_loss,

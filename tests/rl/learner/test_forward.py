@@ -67,13 +67,16 @@ def test_fused_and_full_logprobs_match_a_per_sequence_reference():
     for r, i in enumerate(mb.index.tolist()):
         tokens = samples[i].tokens
         n = tokens.shape[0] - 1
+        scored = samples[i].loss_mask[1:] != 0  # [n]: position t predicts token t + 1
         with torch.no_grad():
             logits = policy.policy(tokens[None, :-1]).logits[0] / 0.7  # [n, V], the row alone, unpadded
         logp = torch.log_softmax(logits, dim=-1)
         expected = logp.gather(1, tokens[1:, None]).squeeze(1)
         entropy = -(logp.exp() * logp).sum(-1)
-        torch.testing.assert_close(fused.logprobs[r, :n], expected, atol=1e-5, rtol=0)
-        torch.testing.assert_close(fused.entropy[r, :n], entropy, atol=1e-5, rtol=0)
+        # Scored at the loss mask's positions only; prompt positions and padding read 0.
+        torch.testing.assert_close(fused.logprobs[r, :n][scored], expected[scored], atol=1e-5, rtol=0)
+        torch.testing.assert_close(fused.entropy[r, :n][scored], entropy[scored], atol=1e-5, rtol=0)
+        assert 0 < scored.sum() < n and (fused.logprobs[r, :n][~scored] == 0).all()
         assert (fused.logprobs[r, n:] == 0).all() and (fused.entropy[r, n:] == 0).all()
     assert fused.values is None and fused.expert_load.shape == (3, policy.policy.cfg.n_experts)
     # Each MoE layer routes every valid position to n_active experts; padding does not count.
@@ -97,6 +100,21 @@ def test_fused_and_full_give_the_same_gradients():
     assert grads[0].keys() == grads[1].keys() and "policy.lm_head.weight" in grads[0]
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_a_micro_batch_without_loss_tokens_scores_nothing_and_backpropagates():
+    # Rows whose loss mask is empty (an overlong episode filtered out) can fill a whole micro-batch.
+    policy = build_policy()
+    samples = random_samples([9, 6], seed=6)
+    for sample in samples:
+        sample.loss_mask = torch.zeros_like(sample.loss_mask)
+        sample.behavior_logprobs = torch.zeros_like(sample.behavior_logprobs)
+    (mb,) = pack(samples, 10_000, PAD)
+    out = forward_micro_batch(policy, mb, temperature=1.0, replay="off", need_entropy=True)
+    assert (out.logprobs == 0).all() and (out.entropy == 0).all()
+    (out.logprobs.sum() + out.aux_loss).backward()
+    grad = policy.policy.lm_head.weight.grad
+    assert grad is None or (grad == 0).all()
 
 
 def test_temperature_zero_scores_like_one():
