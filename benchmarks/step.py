@@ -28,7 +28,6 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import ray  # noqa: E402
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from jointrl.model.checkpoint import load_state  # noqa: E402
@@ -37,6 +36,7 @@ from jointrl.model.tokenizer import JointTokenizer  # noqa: E402
 from jointrl.model.transformer import Transformer  # noqa: E402
 from jointrl.rewards.mixer import RewardMixer  # noqa: E402
 from jointrl.rl.actor_group import Placement, start_ray  # noqa: E402
+from jointrl.rl.progress import output_console  # noqa: E402
 from jointrl.rl.algorithms.step import advantages_and_filters  # noqa: E402
 from jointrl.rl.config.run import RunConfig  # noqa: E402
 from jointrl.rl.learner.batch import pack, samples_from_trajectories, split_minibatches, totals  # noqa: E402
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no SFT checkpoint at {init}: run `jointrl sft {args.recipe}` first, or pass --init CKPT")
     tokenizer = JointTokenizer.load(init)
     state = load_state(init)
-    console = Console()
+    console = output_console()
     torch.manual_seed(cfg.trainer.seed)
 
     placement = start_ray(cfg.rollout.workers, cfg.learner.ranks, gpus=False)

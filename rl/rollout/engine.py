@@ -12,6 +12,12 @@ and the tokens the learner sees are exactly the ones fed and sampled. The last s
 is fed at the start of the next one. When every row is taken and new sequences wait, the parked row
 idle longest is evicted; its next turn re-prefills the kept token history into a fresh row.
 
+Admission: a step is as wide as its longest feed for every row, so a prompt admitted on its own costs a
+prefill of the whole batch. Turns of resident sequences are admitted first (they never evict), and while
+other rows generate, new sequences wait until max(1, max_rows // 4) rows (or as many as wait) are free and
+start together. With more episodes than rows, admitting each newcomer as a row freed made a held-out
+evaluation of 128 text-count episodes on 32 rows take 23 s; batched, 8.4 s.
+
 Thinking budgets: inside `<think>` a row counts the thinking tokens of the current turn; when the count
 reaches the turn's budget (what the sequence may still think; the agent loop passes what its episode has
 left) the engine emits `</think>` itself (marked `forced`, so the learner can mask it out)
@@ -186,9 +192,23 @@ class Engine:
         return finished
 
     def _admit(self) -> None:
+        # A turn of a sequence that holds its row goes first: a newcomer admitted before it could evict that
+        # very row (parked while its tool ran) and make its next turn re-prefill the whole history.
+        queued = list(self.queue)
+        ordered = [r for r in queued if self._row_of(r.seq_id) is not None]
+        newcomers = [r for r in queued if self._row_of(r.seq_id) is None]
+        # A step is as wide as its longest feed for every row, so a prompt admitted alone costs a prefill of the
+        # whole batch: newcomers wait, while other rows generate, until a batch of them fits.
+        generating = any(r is not None and r.active for r in self.rows) or bool(ordered)
+        obtainable = sum(r is None or not r.active for r in self.rows) - len(ordered)
+        if generating and obtainable < min(len(newcomers), max(1, self.max_rows // 4)):
+            self.queue = deque(newcomers)
+            newcomers = []
+        else:
+            self.queue = deque()
+        ordered += newcomers
         waiting: deque[TurnRequest] = deque()
-        while self.queue:
-            request = self.queue.popleft()
+        for request in ordered:
             row = self._row_of(request.seq_id)
             if row is not None:
                 state = self.rows[row]
@@ -217,7 +237,7 @@ class Engine:
                     state.inside_think = token == self.think_start_id
             state.tokens, state.logprobs, state.forced, state.versions = [], [], [], []
             state.routing, state.topk, state.turn_think = [], [], 0
-        self.queue = waiting
+        self.queue = waiting + self.queue
 
     def _advance(self, i: int, token: int, logp: float, logits: torch.Tensor) -> TurnResult | None:
         row = self.rows[i]

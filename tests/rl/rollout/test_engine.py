@@ -116,3 +116,35 @@ def test_stop_tokens_per_request_and_bad_requests(model):
     assert r.tokens == free[: free.index(stop) + 1] and r.finish_reason == "stop"
     with pytest.raises(ValueError, match="max_new_tokens"):
         engine.submit(TurnRequest("b", p, 0, GREEDY))
+
+
+def test_a_resident_turn_is_admitted_before_a_newcomer_that_would_evict_its_row(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2)
+    pa, pb, pc = prompts(3, seed=7)
+    first = engine.run([TurnRequest("a", pa, 3, GREEDY), TurnRequest("b", pb, 5, GREEDY)])
+    # "a" parked first, so it is the row an eviction would take; the newcomer is queued ahead of a's next turn.
+    engine.submit(TurnRequest("c", pc, 2, GREEDY))
+    engine.submit(TurnRequest("a", [11, 12], 2, GREEDY))
+    fed = engine.tokens_fed
+    results = {r.seq_id: r for r in engine.step()}
+    # a fed only its last sampled token and the two new ones, not its whole history again.
+    assert engine.tokens_fed - fed == len(pc) + 1 + 2
+    assert engine.resident("a") and "b" in engine.evicted
+    while engine.busy:
+        results.update({r.seq_id: r for r in engine.step()})
+    assert results["c"].tokens == naive_greedy(model, pc, 2)
+    assert results["a"].tokens == naive_greedy(model, pa + first[0].tokens + [11, 12], 2)
+
+
+def test_newcomers_wait_for_a_batch_of_rows_while_others_generate(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=8)  # newcomers are admitted two at a time (8 // 4)
+    first_step = {}
+    engine.on_token = lambda seq, token, logp: first_step.setdefault(seq, engine.steps)
+    ps = prompts(10, seed=8)
+    budgets = [2] + [10] * 7 + [3, 3]
+    results = engine.run([TurnRequest(i, p, b, GREEDY) for i, (p, b) in enumerate(zip(ps, budgets))])
+    # Row 0 frees after step 2, but one row does not fit the two waiting: they start together once the
+    # other seven end at step 10, instead of 8 starting alone at step 3 and 9 at step 11.
+    assert first_step[8] == first_step[9] == 11
+    for i, (p, b, r) in enumerate(zip(ps, budgets, results)):
+        assert r.tokens == naive_greedy(model, p, b), i
