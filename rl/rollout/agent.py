@@ -8,10 +8,15 @@ The token sequence is built incrementally from exactly what was fed and sampled,
 conversation again, so the learner sees the sampled tokens (no re-tokenisation drift). The chat format
 only ever appends tokens turn after turn, which is what makes the fed continuation (tool results plus
 the next generation prompt) a plain suffix of the full rendering.
+
+The tool calls of the turns one engine step ended run in threads while the engine takes its next step (a
+sandboxed command waits on its process, not on the interpreter), and are joined after that one step, in key
+order: every continuation is queued at the same step whatever the threads' timing, so a run stays deterministic.
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -24,6 +29,10 @@ from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.rollout.engine import Engine, TurnRequest, TurnResult
 from jointrl.rl.trajectory import TokenLog, Trajectory
+
+
+# Threads for tool calls: a step rarely ends more turns than this, and a thread mostly waits on a sandbox.
+TOOL_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class AgentLoop:
         # Partial mode (start / advance): episodes in flight between calls, and the ones that ended, not yet returned.
         self.carried: dict[Hashable, _Live] = {}
         self._ended: dict[Hashable, Trajectory] = {}
+        self._tools = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="agent-tools")
 
     def run(self, tasks: list[Task]) -> list[Trajectory]:
         """Play every task; a task whose env fails comes back marked failed, never lost."""
@@ -93,11 +103,18 @@ class AgentLoop:
                 done[key] = state
             else:
                 live[key] = state
-        while self.engine.busy:
-            for result in self.engine.step():
+        running: dict[int, Future] = {}  # key -> the tool calls of its last turn, run beside this engine step
+        while self.engine.busy or running:
+            results = self.engine.step() if self.engine.busy else []
+            joined, running = running, {}
+            for key in sorted(joined):
+                self._continue(key, live[key], joined[key].result())
+            for result in results:
                 key = result.seq_id
-                finished = self._on_turn(key, live[key], result)
-                if finished:
+                outcome = self._on_turn(key, live[key], result)
+                if isinstance(outcome, Future):
+                    running[key] = outcome
+                elif outcome:
                     done[key] = self._finish(key, live.pop(key))
         for key in list(live):  # cannot happen while the engine drains every submitted turn
             done[key] = self._finish(key, live.pop(key), error="episode was left without a pending turn")
@@ -123,7 +140,11 @@ class AgentLoop:
                 break
             for result in self.engine.step():
                 key = result.seq_id
-                if self._on_turn(key, self.carried[key], result):
+                outcome = self._on_turn(key, self.carried[key], result)
+                if isinstance(outcome, Future):
+                    # Episodes here carry over between calls with weights pushed in between: their tools finish now.
+                    self._continue(key, self.carried[key], outcome.result())
+                elif outcome:
                     self._ended[key] = self._finish(key, self.carried.pop(key))
         if not self.engine.busy:
             for key in list(self.carried):  # cannot happen while the engine drains every submitted turn
@@ -163,8 +184,9 @@ class AgentLoop:
             think_budget=None if budget is None else max(0, budget - state.episode.think_tokens),
         ))
 
-    def _on_turn(self, key: int, state: _Live, result: TurnResult) -> bool:
-        """Record a finished turn; run its tool calls and queue the next turn, or return True when done."""
+    def _on_turn(self, key: int, state: _Live, result: TurnResult) -> bool | Future:
+        """Record a finished turn: True when the episode is done, else its tool calls running (they return the
+        tokens to feed next; `_continue` queues them)."""
         episode = state.episode
         state.log.sampled(result)
         state.generated += len(result.tokens)
@@ -189,14 +211,20 @@ class AgentLoop:
             episode.failed, episode.error = True, f"episode exceeded {self.limits.episode_timeout_s:g}s"
             return True
 
+        return self._tools.submit(self._tool_feed, state, message, malformed)
+
+    def _tool_feed(self, state: _Live, message: dict, malformed: list[dict]) -> list[int]:
+        """Run a turn's tool calls (in a tool thread); the tokens of their results and the next generation prompt."""
+        episode = state.episode
         tool_messages = self._run_tools(state, message, malformed)
         before = self.tokenizer.render(state.messages, episode.tools, episode.tier)
         state.messages += tool_messages
         after = self.tokenizer.render(state.messages, episode.tools, episode.tier, add_generation_prompt=True)
-        feed = after[len(before):]
+        return after[len(before):]
+
+    def _continue(self, key: Hashable, state: _Live, feed: list[int]) -> None:
         state.log.feed(feed)
         self._submit(key, state, feed)
-        return False
 
     def _run_tools(self, state: _Live, message: dict, malformed: list[dict]) -> list[dict]:
         """Tool results in the order the calls were written; a malformed call gets its error in its place."""

@@ -8,6 +8,7 @@ find the `tests` namespace package because the repository root is on their PYTHO
 from __future__ import annotations
 
 import os
+import random
 import time
 from pathlib import Path
 
@@ -33,10 +34,14 @@ LOOKUP = "test/lookup-v0:easy"
 BROKEN = "test/broken-v0:easy"
 SLOW = "test/slow-lookup-v0:easy"  # reset takes a while: keeps a worker busy long enough to kill it mid-chunk
 HANG = "test/hang-v0:easy"  # reset blocks far beyond any deadline a test sets
+JITTER = "test/jitter-lookup-v0:easy"  # the tool takes a random while: threads finish in no fixed order
+# (start, end) perf_counter of every tool call of this process, for tests that check what ran beside what.
+TOOL_SPANS: list[tuple[float, float]] = []
 
 
 class Lookup(Env):
-    """Look a word's length up with a tool, then answer it; kwargs reset_delay_s makes reset slow."""
+    """Look a word's length up with a tool, then answer it; kwargs reset_delay_s makes reset slow, tool_delay_s
+    makes each tool call sleep 0.5-1.5 times that long (a fresh random duration each time)."""
 
     def _reset(self, seed):
         time.sleep(self.kwargs.get("reset_delay_s", 0.0))
@@ -45,6 +50,9 @@ class Lookup(Env):
 
     @tool("length of a word", {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})
     def length(self, word):
+        start = time.perf_counter()
+        time.sleep(self.kwargs.get("tool_delay_s", 0.0) * (0.5 + random.random()))
+        TOOL_SPANS.append((start, time.perf_counter()))
         return str(len(word))
 
     def _signals(self):
@@ -67,6 +75,7 @@ SPECS = [
     EnvSpec(id=BROKEN, entry_point=f"{__name__}:Broken"),
     EnvSpec(id=SLOW, entry_point=f"{__name__}:Lookup", kwargs={"reset_delay_s": 0.6}),
     EnvSpec(id=HANG, entry_point=f"{__name__}:Lookup", kwargs={"reset_delay_s": 3600.0}),
+    EnvSpec(id=JITTER, entry_point=f"{__name__}:Lookup", kwargs={"tool_delay_s": 0.05}),
 ]
 
 

@@ -1,10 +1,13 @@
 """The agent loop: multi-turn tool-calling episodes whose tokens are exactly what a learner recomputes."""
+import time
+
 import torch
 
 from jointrl.model.generate import SamplingParams
 from jointrl.rl.rollout.agent import AgentLoop, LoopLimits, Task
 from jointrl.rl.rollout.engine import Engine
-from tests.rl.agent_envs import BROKEN, LOOKUP
+from tests.rl import agent_envs
+from tests.rl.agent_envs import BROKEN, JITTER, LOOKUP
 
 def play(lookup_policy, tasks, budgets=None):
     model, tokenizer = lookup_policy
@@ -49,3 +52,33 @@ def test_tiny_thinking_budget_stops_thinking_and_an_answer_follows(lookup_policy
             if token == tokenizer.think_start_id:
                 close = ids.index(tokenizer.think_end_id, i)
                 assert close - i - 1 <= 1 and ids[close + 1] != tokenizer.eot_id or close + 1 < len(ids)
+
+
+def test_tool_calls_run_beside_the_next_engine_step_and_runs_stay_deterministic(lookup_policy):
+    model, tokenizer = lookup_policy
+    tasks = [Task(JITTER, seed, "low", group_id=seed) for seed in range(6)]
+    limits = LoopLimits(think_budgets={"low": 64}, max_turns=4, max_new_tokens_per_turn=48)
+    runs = []
+    for _ in range(2):
+        engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=4,
+                        generator=torch.Generator().manual_seed(3))
+        steps = []
+        plain_step = engine.step
+
+        def timed_step(plain_step=plain_step, steps=steps):
+            start = time.perf_counter()
+            out = plain_step()
+            steps.append((start, time.perf_counter()))
+            return out
+
+        engine.step = timed_step
+        agent_envs.TOOL_SPANS.clear()
+        runs.append(AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=1.0)).run(tasks))
+        tools = list(agent_envs.TOOL_SPANS)
+        assert tools, "the policy called no tool"
+        # Some engine step started while a tool call was sleeping: the two ran side by side.
+        assert any(t0 < s0 < t1 for t0, t1 in tools for s0, _ in steps)
+    # The tool calls' random durations reorder the threads' ends, never the tokens: sampled at T = 1 with one
+    # seed, both runs are the same to the token.
+    for a, b in zip(*runs):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.behavior_logprobs, b.behavior_logprobs)
