@@ -15,6 +15,7 @@ order: every continuation is queued at the same step whatever the threads' timin
 """
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,13 @@ from jointrl.rl.trajectory import TokenLog, Trajectory
 
 # Threads for tool calls: a step rarely ends more turns than this, and a thread mostly waits on a sandbox.
 TOOL_THREADS = 8
+
+
+@functools.cache
+def _tool_pool() -> ThreadPoolExecutor:
+    # One pool per process, shared by its loops: an evaluation builds a loop per call, and a pool each would
+    # leave their idle threads behind.
+    return ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="agent-tools")
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,6 @@ class AgentLoop:
         # Partial mode (start / advance): episodes in flight between calls, and the ones that ended, not yet returned.
         self.carried: dict[Hashable, _Live] = {}
         self._ended: dict[Hashable, Trajectory] = {}
-        self._tools = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="agent-tools")
 
     def run(self, tasks: list[Task]) -> list[Trajectory]:
         """Play every task; a task whose env fails comes back marked failed, never lost."""
@@ -211,7 +218,7 @@ class AgentLoop:
             episode.failed, episode.error = True, f"episode exceeded {self.limits.episode_timeout_s:g}s"
             return True
 
-        return self._tools.submit(self._tool_feed, state, message, malformed)
+        return _tool_pool().submit(self._tool_feed, state, message, malformed)
 
     def _tool_feed(self, state: _Live, message: dict, malformed: list[dict]) -> list[int]:
         """Run a turn's tool calls (in a tool thread); the tokens of their results and the next generation prompt."""

@@ -11,6 +11,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -35,8 +36,8 @@ BROKEN = "test/broken-v0:easy"
 SLOW = "test/slow-lookup-v0:easy"  # reset takes a while: keeps a worker busy long enough to kill it mid-chunk
 HANG = "test/hang-v0:easy"  # reset blocks far beyond any deadline a test sets
 JITTER = "test/jitter-lookup-v0:easy"  # the tool takes a random while: threads finish in no fixed order
-# (start, end) perf_counter of every tool call of this process, for tests that check what ran beside what.
-TOOL_SPANS: list[tuple[float, float]] = []
+# Called at the start of every tool call of this process when set: tests that check what runs beside a tool.
+TOOL_HOOK: Callable[[], None] | None = None
 
 
 class Lookup(Env):
@@ -50,9 +51,9 @@ class Lookup(Env):
 
     @tool("length of a word", {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})
     def length(self, word):
-        start = time.perf_counter()
+        if TOOL_HOOK is not None:
+            TOOL_HOOK()
         time.sleep(self.kwargs.get("tool_delay_s", 0.0) * (0.5 + random.random()))
-        TOOL_SPANS.append((start, time.perf_counter()))
         return str(len(word))
 
     def _signals(self):

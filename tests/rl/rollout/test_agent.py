@@ -1,5 +1,5 @@
 """The agent loop: multi-turn tool-calling episodes whose tokens are exactly what a learner recomputes."""
-import time
+import threading
 
 import torch
 
@@ -58,26 +58,32 @@ def test_tool_calls_run_beside_the_next_engine_step_and_runs_stay_deterministic(
     model, tokenizer = lookup_policy
     tasks = [Task(JITTER, seed, "low", group_id=seed) for seed in range(6)]
     limits = LoopLimits(think_budgets={"low": 64}, max_turns=4, max_new_tokens_per_turn=48)
-    runs = []
+    runs, saw_a_step = [], []
     for _ in range(2):
         engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=4,
                         generator=torch.Generator().manual_seed(3))
-        steps = []
+        stepped = threading.Condition()
         plain_step = engine.step
 
-        def timed_step(plain_step=plain_step, steps=steps):
-            start = time.perf_counter()
+        def counted_step(plain_step=plain_step, stepped=stepped):
             out = plain_step()
-            steps.append((start, time.perf_counter()))
+            with stepped:
+                stepped.notify_all()
             return out
 
-        engine.step = timed_step
-        agent_envs.TOOL_SPANS.clear()
-        runs.append(AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=1.0)).run(tasks))
-        tools = list(agent_envs.TOOL_SPANS)
-        assert tools, "the policy called no tool"
-        # Some engine step started while a tool call was sleeping: the two ran side by side.
-        assert any(t0 < s0 < t1 for t0, t1 in tools for s0, _ in steps)
+        def wait_for_a_step(stepped=stepped, engine=engine):
+            # A loop that ran tools between steps would never step while this waits: it times out instead.
+            with stepped:
+                before = engine.steps
+                saw_a_step.append(stepped.wait_for(lambda: engine.steps > before, timeout=2))
+
+        engine.step = counted_step
+        agent_envs.TOOL_HOOK = wait_for_a_step
+        try:
+            runs.append(AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=1.0)).run(tasks))
+        finally:
+            agent_envs.TOOL_HOOK = None
+    assert saw_a_step and any(saw_a_step), "no engine step ran while a tool call was in progress"
     # The tool calls' random durations reorder the threads' ends, never the tokens: sampled at T = 1 with one
     # seed, both runs are the same to the token.
     for a, b in zip(*runs):
