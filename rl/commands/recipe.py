@@ -126,8 +126,6 @@ def explain(key: str) -> str:
 
     from jointrl.model.config import ModelConfig
     from jointrl.rl.config.model import PRESET_KEY, PRETRAINED_KEY
-
-    # List positions do not change what a key means: envs.mix[0].weight is envs.mix.weight.
     from jointrl.rl.config.run import RunConfig
 
     # List positions do not change what a key means: envs.mix[0].weight is envs.mix.weight.

@@ -195,8 +195,9 @@ class Engine:
         # A turn of a sequence that holds its row goes first: a newcomer admitted before it could evict that
         # very row (parked while its tool ran) and make its next turn re-prefill the whole history.
         queued = list(self.queue)
-        ordered = [r for r in queued if self._row_of(r.seq_id) is not None]
-        newcomers = [r for r in queued if self._row_of(r.seq_id) is None]
+        held = {r.seq_id for r in self.rows if r is not None}
+        ordered = [r for r in queued if r.seq_id in held]
+        newcomers = [r for r in queued if r.seq_id not in held]
         # A step is as wide as its longest feed for every row, so a prompt admitted alone costs a prefill of the
         # whole batch: newcomers wait, while other rows generate, until a batch of them fits.
         generating = any(r is not None and r.active for r in self.rows) or bool(ordered)
