@@ -121,6 +121,7 @@ class AgentLoop:
                 outcome = self._on_turn(key, live[key], result)
                 if isinstance(outcome, Future):
                     running[key] = outcome
+                    self.engine.pin(key)  # its continuation is queued after the next step: keep its cache
                 elif outcome:
                     done[key] = self._finish(key, live.pop(key))
         for key in list(live):  # cannot happen while the engine drains every submitted turn

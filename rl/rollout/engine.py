@@ -72,6 +72,7 @@ class _Row:
     unfed: list[int] = field(default_factory=list)  # the last sampled token of a parked turn
     skip_record: int = 0  # leading fed tokens whose routing an earlier turn already recorded
     parked_at: int | None = None  # engine step at which the row's last turn ended
+    pinned: bool = False  # parked, and its next turn is on the way: newcomers may not evict it
     active: bool = True
     inside_think: bool = False
     turn_think: int = 0  # thinking tokens of the current turn, against its request's budget
@@ -129,6 +130,13 @@ class Engine:
         if row is not None:
             self.rows[row] = None
         self.evicted.pop(seq_id, None)
+
+    def pin(self, seq_id: Hashable) -> None:
+        """Keep a parked sequence's row until its next turn is submitted (or it is released): the caller is
+        preparing that turn (its tool calls run), so evicting the row would re-prefill its whole history."""
+        row = self._row_of(seq_id)
+        if row is not None and not self.rows[row].active:
+            self.rows[row].pinned = True
 
     def resident(self, seq_id: Hashable) -> bool:
         """Whether the sequence still holds a row, so its next turn needs no re-prefill."""
@@ -201,7 +209,8 @@ class Engine:
         # A step is as wide as its longest feed for every row, so a prompt admitted alone costs a prefill of the
         # whole batch: newcomers wait, while other rows generate, until a batch of them fits.
         generating = any(r is not None and r.active for r in self.rows) or bool(ordered)
-        obtainable = sum(r is None or not r.active for r in self.rows) - len(ordered)
+        resuming = {r.seq_id for r in ordered}
+        obtainable = sum(r is None or not (r.active or r.pinned or r.seq_id in resuming) for r in self.rows)
         if generating and obtainable < min(len(newcomers), max(1, self.max_rows // 4)):
             self.queue = deque(newcomers)
             newcomers = []
@@ -231,7 +240,7 @@ class Engine:
                 self.rows[row] = state
             if not state.pending:
                 raise ValueError(f"sequence {request.seq_id!r}: a turn needs at least one token to feed")
-            state.request, state.active, state.parked_at = request, True, None
+            state.request, state.active, state.parked_at, state.pinned = request, True, None, False
             for token in request.feed:
                 # A prompt may open (or close) the thinking block itself, e.g. a template that ends in <think>.
                 if token in (self.think_start_id, self.think_end_id):
@@ -306,7 +315,7 @@ class Engine:
         free = next((i for i, r in enumerate(self.rows) if r is None), None)
         if free is not None:
             return free
-        parked = [i for i, r in enumerate(self.rows) if not r.active]
+        parked = [i for i, r in enumerate(self.rows) if not (r.active or r.pinned)]
         if not parked:
             return None
         victim = min(parked, key=lambda i: self.rows[i].parked_at)

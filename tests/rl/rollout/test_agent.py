@@ -60,7 +60,7 @@ def test_tool_calls_run_beside_the_next_engine_step_and_runs_stay_deterministic(
     limits = LoopLimits(think_budgets={"low": 64}, max_turns=4, max_new_tokens_per_turn=48)
     runs, saw_a_step = [], []
     for _ in range(2):
-        engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=4,
+        engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=6,
                         generator=torch.Generator().manual_seed(3))
         stepped = threading.Condition()
         plain_step = engine.step
@@ -80,11 +80,25 @@ def test_tool_calls_run_beside_the_next_engine_step_and_runs_stay_deterministic(
         engine.step = counted_step
         agent_envs.TOOL_HOOK = wait_for_a_step
         try:
-            runs.append(AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=1.0)).run(tasks))
+            # At T = 1.5 the memorised policy's turns end at different steps, so some rows generate while
+            # others wait on a tool (in lockstep every row would wait at once, leaving nothing to step).
+            runs.append(AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=1.5)).run(tasks))
         finally:
             agent_envs.TOOL_HOOK = None
     assert saw_a_step and any(saw_a_step), "no engine step ran while a tool call was in progress"
-    # The tool calls' random durations reorder the threads' ends, never the tokens: sampled at T = 1 with one
+    # The tool calls' random durations reorder the threads' ends, never the tokens: sampled at T = 1.5 with one
     # seed, both runs are the same to the token.
     for a, b in zip(*runs):
         assert torch.equal(a.tokens, b.tokens) and torch.equal(a.behavior_logprobs, b.behavior_logprobs)
+
+
+def test_more_episodes_than_rows_never_feed_a_history_twice(lookup_policy):
+    # A row parked while its tool calls run is pinned: a waiting episode never evicts it, so every token is fed
+    # once (all but each episode's last sampled token, which ends it).
+    model, tokenizer = lookup_policy
+    engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=2)
+    limits = LoopLimits(think_budgets={"low": 64}, max_turns=4, max_new_tokens_per_turn=48)
+    tasks = [Task(LOOKUP, seed, "low", group_id=seed) for seed in range(6)]
+    trajectories = AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=0)).run(tasks)
+    assert sum(t.episode.turns >= 2 for t in trajectories) >= 2, [t.episode.turns for t in trajectories]
+    assert engine.tokens_fed == sum(len(t.tokens) - 1 for t in trajectories)

@@ -148,3 +148,34 @@ def test_newcomers_wait_for_a_batch_of_rows_while_others_generate(model):
     assert first_step[8] == first_step[9] == 11
     for i, (p, b, r) in enumerate(zip(ps, budgets, results)):
         assert r.tokens == naive_greedy(model, p, b), i
+
+
+def test_a_pinned_row_is_never_evicted_and_newcomers_wait_for_another(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2)
+    pa, pb, pc = prompts(3, seed=9)
+    first = engine.run([TurnRequest("a", pa, 3, GREEDY), TurnRequest("b", pb, 5, GREEDY)])
+    # "a" parked first, so an unpinned eviction would take its row; pinned, the newcomer takes b's instead.
+    engine.pin("a")
+    engine.submit(TurnRequest("c", pc, 2, GREEDY))
+    engine.step()
+    assert engine.resident("a") and "b" in engine.evicted and engine.resident("c")
+    engine.pin("c")  # still generating: a pin only holds a parked row
+    assert not engine.rows[next(i for i, r in enumerate(engine.rows) if r.seq_id == "c")].pinned
+    while engine.busy:
+        engine.step()
+    # Both rows pinned: a newcomer waits without evicting either, and gets the row its holder releases.
+    engine.pin("a")
+    engine.pin("c")
+    engine.submit(TurnRequest("d", pb, 2, GREEDY))
+    fed = engine.tokens_fed
+    assert engine.step() == [] and engine.tokens_fed == fed and engine.resident("a") and engine.resident("c")
+    engine.release("c")
+    engine.submit(TurnRequest("a", [11, 12], 2, GREEDY))
+    results = {}
+    while engine.busy:
+        results.update({r.seq_id: r for r in engine.step()})
+    # d: its prompt, then its first sampled token; a: its last sampled token and the two new ones, then its first
+    # sampled token. Its history of len(pa) + 2 tokens is not fed again: its cache was kept all along.
+    assert engine.tokens_fed - fed == (len(pb) + 1) + (1 + 2 + 1)
+    assert results["a"].tokens == naive_greedy(model, pa + first[0].tokens + [11, 12], 2)
+    assert results["d"].tokens == naive_greedy(model, pb, 2)
