@@ -18,6 +18,7 @@ disjoint from the training seeds. Sampling at temperature > 0 draws from one tor
 from __future__ import annotations
 
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -259,11 +260,14 @@ class _CountedLoop(AgentLoop):
     def __init__(self, *args, progress: Progress):
         super().__init__(*args)
         self.progress = progress
+        self._counting = threading.Lock()
 
-    # AgentLoop.run takes no per-episode callback; _finish runs once for every episode that started.
-    def _finish(self, key: int, state, error: str | None = None) -> Trajectory:
-        trajectory = super()._finish(key, state, error)
-        self.progress.advance(info=f"{state.episode.env_id} seed {state.episode.seed}")
+    # AgentLoop.run takes no per-episode callback; _finish runs once for every episode that started, in the
+    # tool threads, which may end two at once.
+    def _finish(self, state, error: str | None = None) -> Trajectory:
+        trajectory = super()._finish(state, error)
+        with self._counting:
+            self.progress.advance(info=f"{state.episode.env_id} seed {state.episode.seed}")
         return trajectory
 
 

@@ -111,6 +111,7 @@ class AgentLoop:
             else:
                 live[key] = state
         running: dict[int, Future] = {}  # key -> the tool calls of its last turn, run beside this engine step
+        verifying: dict[int, Future] = {}  # key -> the trajectory of an ended episode, scored beside the engine
         while self.engine.busy or running:
             results = self.engine.step() if self.engine.busy else []
             joined, running = running, {}
@@ -123,9 +124,11 @@ class AgentLoop:
                     running[key] = outcome
                     self.engine.pin(key)  # its continuation is queued after the next step: keep its cache
                 elif outcome:
-                    done[key] = self._finish(key, live.pop(key))
+                    self.engine.release(key)
+                    verifying[key] = _tool_pool().submit(self._finish, live.pop(key))
         for key in list(live):  # cannot happen while the engine drains every submitted turn
-            done[key] = self._finish(key, live.pop(key), error="episode was left without a pending turn")
+            done[key] = self._end(key, live.pop(key), error="episode was left without a pending turn")
+        done.update({key: future.result() for key, future in verifying.items()})
         return [done[key] for key in range(len(tasks))]
 
     def start(self, items: list[tuple[Hashable, Task]]) -> None:
@@ -153,10 +156,10 @@ class AgentLoop:
                     # Episodes here carry over between calls with weights pushed in between: their tools finish now.
                     self._continue(key, self.carried[key], outcome.result())
                 elif outcome:
-                    self._ended[key] = self._finish(key, self.carried.pop(key))
+                    self._ended[key] = self._end(key, self.carried.pop(key))
         if not self.engine.busy:
             for key in list(self.carried):  # cannot happen while the engine drains every submitted turn
-                self._ended[key] = self._finish(key, self.carried.pop(key), error="episode was left without a pending turn")
+                self._ended[key] = self._end(key, self.carried.pop(key), error="episode was left without a pending turn")
         ended, self._ended = self._ended, {}
         return ended
 
@@ -252,8 +255,12 @@ class AgentLoop:
         timings["tools"] = timings.get("tools", 0.0) + time.monotonic() - started
         return results
 
-    def _finish(self, key: int, state: _Live, error: str | None = None) -> Trajectory:
+    def _end(self, key: Hashable, state: _Live, error: str | None = None) -> Trajectory:
         self.engine.release(key)
+        return self._finish(state, error)
+
+    def _finish(self, state: _Live, error: str | None = None) -> Trajectory:
+        """Score the episode and close its env (in a tool thread when `run` ends it: its row is free already)."""
         episode = state.episode
         episode.messages = state.messages
         if error is not None:

@@ -129,6 +129,8 @@ class Engine:
         row = self._row_of(seq_id)
         if row is not None:
             self.rows[row] = None
+            # Its slots would otherwise count as real until a newcomer takes the row, and keep the cache long.
+            self.cache.reset_rows([row])
         self.evicted.pop(seq_id, None)
 
     def pin(self, seq_id: Hashable) -> None:
@@ -174,6 +176,10 @@ class Engine:
             tokens[i, width - len(pending):] = torch.tensor(pending)
             valid[i, width - len(pending):] = True
             self.rows[i].history += pending
+        # Released and re-used rows leave padding behind: pack it away before attending over it (a run that
+        # starts on a used engine would otherwise prefill over every slot of the previous run).
+        if self.cache.length > 2 * int(self.cache.n_valid.max()) + 32:
+            self.cache.compact()
         device = self.model.embed.weight.device
         # Only the last column is sampled from; a prefill's [R, T, V] logits would be a large share of its cost.
         out = self.model(tokens.to(device), valid=valid.to(device), cache=self.cache, return_logits=False)
@@ -195,8 +201,6 @@ class Engine:
                 result = self._advance(i, int(ids[j]), float(logp[j]), logits[i])
                 if result is not None:
                     finished.append(result)
-        if self.cache.length > 2 * int(self.cache.n_valid.max()) + 32:
-            self.cache.compact()
         return finished
 
     def _admit(self) -> None:

@@ -179,3 +179,22 @@ def test_a_pinned_row_is_never_evicted_and_newcomers_wait_for_another(model):
     assert engine.tokens_fed - fed == (len(pb) + 1) + (1 + 2 + 1)
     assert results["a"].tokens == naive_greedy(model, pa + first[0].tokens + [11, 12], 2)
     assert results["d"].tokens == naive_greedy(model, pb, 2)
+
+
+def test_a_run_on_a_used_engine_attends_over_its_own_slots_only(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2)
+    pa, pb, pc = prompts(3, seed=10)
+    # Longer than the cache's slack (32 columns), so that leftovers would show.
+    engine.run([TurnRequest("a", pa, 40, GREEDY), TurnRequest("b", pb, 40, GREEDY)])
+    engine.release("a")
+    engine.release("b")
+    engine.submit(TurnRequest("c", pc, 3, GREEDY))
+    engine.step()
+    # The first run's slots are gone before the prefill: the cache holds exactly the new prompt's columns.
+    assert engine.cache.length == len(pc)
+    while engine.busy:
+        engine.step()
+    assert engine.cache.length == len(pc) + 2
+    # and the packed cache still continues c exactly.
+    second = engine.run([TurnRequest("c", [5], 3, GREEDY)])[0]
+    assert second.tokens == naive_greedy(model, pc + naive_greedy(model, pc, 3) + [5], 3)
