@@ -130,6 +130,54 @@ class ModelCache:
                 layer.valid[index] = False
         self.n_valid[index] = 0
 
+    def take_rows(self, rows: list[int]) -> ModelCache:
+        """A copy of some rows' state, their attention slots packed to the front: a forward over only these rows
+        runs on it, and `put_rows` writes the result back."""
+        index = torch.tensor(rows, device=self.n_valid.device)
+        layers: list[KDAState | AttnCache] = []
+        for layer in self.layers:
+            if isinstance(layer, KDAState):
+                layers.append(KDAState(recurrent=layer.recurrent[index], conv=layer.conv[index]))
+                continue
+            seen = slice(0, layer.length)
+            part = AttnCache(
+                kv_latent=layer.kv_latent[index, seen], k_rope=layer.k_rope[index, seen],
+                index_keys=None if layer.index_keys is None else layer.index_keys[index, seen],
+                valid=layer.valid[index, seen], length=layer.length,
+            )
+            part.pack_rows()
+            layers.append(part)
+        taken = ModelCache(layers, n_valid=self.n_valid[index])
+        taken.length = next((layer.length for layer in layers if isinstance(layer, AttnCache)), 0)
+        return taken
+
+    def put_rows(self, rows: list[int], part: ModelCache, sources: list[int]) -> None:
+        """Replace the state of each of `rows` by row `sources[j]` of `part` (a `take_rows` copy, run further).
+
+        A row's slots keep their order and land in the last columns, so every later append follows them.
+        """
+        dst = torch.tensor(rows, device=self.n_valid.device)
+        src = torch.tensor(sources, device=self.n_valid.device)
+        for layer, piece in zip(self.layers, part.layers):
+            if isinstance(layer, KDAState):
+                layer.recurrent[dst] = piece.recurrent[src]
+                layer.conv[dst] = piece.conv[src]
+                continue
+            m = piece.length
+            if m > layer.length:
+                if m > layer.kv_latent.shape[1]:
+                    layer._resize(max(m, 2 * layer.kv_latent.shape[1]))
+                layer.valid[:, layer.length : m] = False  # the new columns are padding for every other row
+                layer.length = m
+            end = layer.length
+            layer.valid[dst] = False
+            for name in ("kv_latent", "k_rope", "valid", "index_keys"):
+                target = getattr(layer, name)
+                if target is not None:
+                    target[dst, end - m : end] = getattr(piece, name)[src, :m]
+        self.n_valid[dst] = part.n_valid[src]
+        self.length = next((layer.length for layer in self.layers if isinstance(layer, AttnCache)), self.length)
+
     def compact(self) -> int:
         """Pack every row's real slots to the front so padding stops costing attention; return slots freed.
 

@@ -3,20 +3,20 @@
 Shape legend: R = engine rows (concurrent sequences), W = columns fed this step, L = MoE layers,
 k = experts per token, S = DSA layers, k_s = selected tokens per query.
 
-A sequence lives in one row from its first turn to `release`. Each step feeds every active row its
-pending tokens (a new turn's prompt, or the token sampled last step), right-aligned so the last column
-is each row's newest token; rows with less to feed are padded, which the model treats as absent.
+A sequence lives in one row from its first turn to `release`. Each step feeds every active row its newest
+token (the last of a new turn's feed, or the token sampled last step) and samples the next one.
 A row whose turn ended (stop token or length) parks with its cache; the next turn of the same sequence
 appends only the new tokens (tool result, next generation prompt), so the history is not re-prefilled
 and the tokens the learner sees are exactly the ones fed and sampled. The last sampled token of a turn
 is fed at the start of the next one. When every row is taken and new sequences wait, the parked row
 idle longest is evicted; its next turn re-prefills the kept token history into a fresh row.
 
-Admission: a step is as wide as its longest feed for every row, so a prompt admitted on its own costs a
-prefill of the whole batch. Turns of resident sequences are admitted first (they never evict), and while
-other rows generate, new sequences wait until max(1, max_rows // 4) rows (or as many as wait) are free and
-start together. With more episodes than rows, admitting each newcomer as a row freed made a held-out
-evaluation of 128 text-count episodes on 32 rows take 23 s; batched, 8.4 s.
+Prefill beside the step: a row with more than one token to feed (a prompt, a tool result) gets all but the
+last of them in a forward over only the rows that have such feeds (`ModelCache.take_rows` / `put_rows`),
+right-aligned, shorter feeds padded (the model treats padding as absent). Fed with the step itself, a
+40-token tool result of one row made all 32 rows compute 40 columns. Fresh rows with the same feed (the
+samples of one prompt in a group) are prefilled once and the state copied. Turns of resident sequences are admitted before new sequences, and a
+row the caller pinned (its tool calls run) is never evicted, so a history is not fed twice.
 
 Thinking budgets: inside `<think>` a row counts the thinking tokens of the current turn; when the count
 reaches the turn's budget (what the sequence may still think; the agent loop passes what its episode has
@@ -168,26 +168,25 @@ class Engine:
         active = [i for i, r in enumerate(self.rows) if r is not None and r.active]
         if not active:
             return []
-        width = max(len(self.rows[i].pending) for i in active)
-        tokens = torch.full((self.max_rows, width), self.pad_id, dtype=torch.long)
-        valid = torch.zeros(self.max_rows, width, dtype=torch.bool)
         for i in active:
-            pending = self.rows[i].pending
-            tokens[i, width - len(pending):] = torch.tensor(pending)
-            valid[i, width - len(pending):] = True
-            self.rows[i].history += pending
+            self.rows[i].history += self.rows[i].pending
+        wide = [i for i in active if len(self.rows[i].pending) > 1]
+        if wide:
+            self._prefill(wide)
         # Released and re-used rows leave padding behind: pack it away before attending over it (a run that
         # starts on a used engine would otherwise prefill over every slot of the previous run).
         if self.cache.length > 2 * int(self.cache.n_valid.max()) + 32:
             self.cache.compact()
-        device = self.model.embed.weight.device
-        # Only the last column is sampled from; a prefill's [R, T, V] logits would be a large share of its cost.
-        out = self.model(tokens.to(device), valid=valid.to(device), cache=self.cache, return_logits=False)
+        tokens = torch.full((self.max_rows, 1), self.pad_id, dtype=torch.long)
+        valid = torch.zeros(self.max_rows, 1, dtype=torch.bool)
+        for i in active:
+            tokens[i, 0], valid[i, 0] = self.rows[i].pending[0], True
+        out = self._forward(tokens, valid, self.cache)
         self.steps += 1
         self.tokens_fed += int(valid.sum())
         if self.record_routing:
-            self._record(out, valid, active)
-        logits = self.model.head(out.hidden[:, -1])  # [R, V] fp32; the last column is every active row's newest token
+            self._record(out, valid, self.cache, [(i, i) for i in active])
+        logits = self.model.head(out.hidden[:, -1])  # [R, V] fp32: every active row's newest token
 
         for i in active:
             banned = self.rows[i].request.banned
@@ -203,24 +202,43 @@ class Engine:
                     finished.append(result)
         return finished
 
+    def _prefill(self, rows: list[int]) -> None:
+        # Feed all but the last pending token of these rows in a forward over only them, so the step itself is
+        # one column wide for every row. Fresh rows with the same feed (a group's samples of one prompt) end in
+        # the same state: one of them is computed and copied to the others.
+        groups: dict[tuple, list[int]] = {}
+        for i in rows:
+            feed = tuple(self.rows[i].pending[:-1])
+            groups.setdefault(feed if int(self.cache.n_valid[i]) == 0 else (i, feed), []).append(i)
+        members = list(groups.values())
+        part = self.cache.take_rows([group[0] for group in members])
+        width = max(len(self.rows[group[0]].pending) - 1 for group in members)
+        tokens = torch.full((len(members), width), self.pad_id, dtype=torch.long)
+        valid = torch.zeros(len(members), width, dtype=torch.bool)
+        for j, group in enumerate(members):
+            feed = self.rows[group[0]].pending[:-1]
+            tokens[j, width - len(feed):] = torch.tensor(feed)
+            valid[j, width - len(feed):] = True
+        out = self._forward(tokens, valid, part)
+        pairs = [(j, i) for j, group in enumerate(members) for i in group]
+        self.tokens_fed += sum(len(self.rows[i].pending) - 1 for i in rows)
+        if self.record_routing:
+            self._record(out, valid, part, pairs)
+        self.cache.put_rows([i for _, i in pairs], part, [j for j, _ in pairs])
+        for i in rows:
+            self.rows[i].pending = self.rows[i].pending[-1:]
+
+    def _forward(self, tokens: torch.Tensor, valid: torch.Tensor, cache):
+        device = self.model.embed.weight.device
+        # Only the last column is sampled from; a prefill's [R, T, V] logits would be a large share of its cost.
+        return self.model(tokens.to(device), valid=valid.to(device), cache=cache, return_logits=False)
+
     def _admit(self) -> None:
         # A turn of a sequence that holds its row goes first: a newcomer admitted before it could evict that
         # very row (parked while its tool ran) and make its next turn re-prefill the whole history.
-        queued = list(self.queue)
         held = {r.seq_id for r in self.rows if r is not None}
-        ordered = [r for r in queued if r.seq_id in held]
-        newcomers = [r for r in queued if r.seq_id not in held]
-        # A step is as wide as its longest feed for every row, so a prompt admitted alone costs a prefill of the
-        # whole batch: newcomers wait, while other rows generate, until a batch of them fits.
-        generating = any(r is not None and r.active for r in self.rows) or bool(ordered)
-        resuming = {r.seq_id for r in ordered}
-        obtainable = sum(r is None or not (r.active or r.pinned or r.seq_id in resuming) for r in self.rows)
-        if generating and obtainable < min(len(newcomers), max(1, self.max_rows // 4)):
-            self.queue = deque(newcomers)
-            newcomers = []
-        else:
-            self.queue = deque()
-        ordered += newcomers
+        ordered = [r for r in self.queue if r.seq_id in held] + [r for r in self.queue if r.seq_id not in held]
+        self.queue = deque()
         waiting: deque[TurnRequest] = deque()
         for request in ordered:
             row = self._row_of(request.seq_id)
@@ -293,17 +311,19 @@ class Engine:
             sparse_topk=torch.cat(row.topk) if row.topk else None,
         )
 
-    def _record(self, out, valid: torch.Tensor, active: list[int]) -> None:
-        token_index = self.cache.row_token_index()  # [R, S] slot -> the row's own token index
-        for i in active:
-            keep = valid[i].clone()
+    def _record(self, out, valid: torch.Tensor, cache, pairs: list[tuple[int, int]]) -> None:
+        # pairs: (row of this forward's batch, engine row it was computed for); slots map to token indices in the
+        # forward's own cache, which is what makes them mean the same in any row.
+        token_index = cache.row_token_index()  # [B, S] slot -> the row's own token index
+        for j, i in pairs:
+            keep = valid[j].clone()
             skip, self.rows[i].skip_record = self.rows[i].skip_record, 0
             keep[keep.nonzero().flatten()[:skip]] = False
             if out.routing is not None:
-                self.rows[i].routing.append(out.routing[i][keep].cpu())
+                self.rows[i].routing.append(out.routing[j][keep].cpu())
             if out.sparse_topk is not None:
-                slots = out.sparse_topk[i][keep]  # [n, S, k_s] slot indices, -1 = none
-                mapped = token_index[i].gather(0, slots.clamp_min(0).flatten()).view_as(slots)
+                slots = out.sparse_topk[j][keep]  # [n, S, k_s] slot indices, -1 = none
+                mapped = token_index[j].gather(0, slots.clamp_min(0).flatten()).view_as(slots)
                 self.rows[i].topk.append(torch.where(slots >= 0, mapped, slots).cpu())
 
     def _by_sampling(self, rows: list[int]) -> list[list[int]]:

@@ -61,3 +61,63 @@ def test_row_token_index_counts_real_tokens_per_row():
     with torch.no_grad():
         model(tokens, valid=valid, cache=cache)
     assert cache.row_token_index().tolist() == [[-1, 0, -1, 1], [0, 1, 2, 3]]
+
+
+def test_rows_taken_out_run_on_their_own_and_put_back_match_each_sequence_alone():
+    torch.manual_seed(1)
+    cfg = PRESETS["debug"].model_copy(update={"index_topk": 4})
+    model = Transformer(cfg).eval()
+    seqs = [torch.randint(1, cfg.vocab_size, (n,)) for n in (18, 7, 12)]
+    with torch.no_grad():
+        alone = [model(seq[None]).logits[0] for seq in seqs]
+        cache = model.allocate_cache(3, 4)
+
+        def feed(target, parts):
+            """One right-aligned step on `target` (a cache of len(parts) rows); None = nothing for that row."""
+            width = max(len(p) for p in parts if p is not None)
+            tokens = torch.zeros(len(parts), width, dtype=torch.long)
+            valid = torch.zeros(len(parts), width, dtype=torch.bool)
+            for row, seq in enumerate(parts):
+                if seq is not None:
+                    tokens[row, width - len(seq):] = seq
+                    valid[row, width - len(seq):] = True
+            logits = model(tokens, valid=valid, cache=target).logits
+            return [logits[row][valid[row]] for row in range(len(parts))]
+
+        got = [[x] for x in feed(cache, [s[:5] for s in seqs])]
+        # Rows 0 and 2 go on alone for 6 and 4 tokens: a cache of just them, written back afterwards.
+        part = cache.take_rows([0, 2])
+        out = feed(part, [seqs[0][5:11], seqs[2][5:9]])
+        got[0].append(out[0])
+        got[2].append(out[1])
+        cache.put_rows([0, 2], part, [0, 1])
+        # Row 1 is copied from a taken-out row 2 too: a row's state can be written into another row.
+        twin = cache.take_rows([1])
+        cache.put_rows([1], twin, [0])
+        # Then all three together, one token at a time, over the rows' new layout.
+        for t in range(3):
+            out = feed(cache, [seqs[0][11 + t : 12 + t], seqs[1][5 + t : 6 + t], seqs[2][9 + t : 10 + t]])
+            for row in range(3):
+                got[row].append(out[row])
+    for row, n in enumerate((14, 8, 12)):
+        torch.testing.assert_close(torch.cat(got[row]), alone[row][:n], atol=2e-5, rtol=1e-4)
+
+
+def test_put_rows_copies_one_state_into_several_rows_and_grows_the_cache():
+    torch.manual_seed(2)
+    cfg = PRESETS["debug"].model_copy(update={"index_topk": 4})
+    model = Transformer(cfg).eval()
+    prompt = torch.randint(1, cfg.vocab_size, (30,))
+    nxt = torch.randint(1, cfg.vocab_size, (3,))
+    with torch.no_grad():
+        alone = model(torch.cat([prompt, nxt])[None]).logits[0, 30:]
+        cache = model.allocate_cache(3, 4)
+        model(torch.ones(3, 2, dtype=torch.long), cache=cache)  # two columns of history everywhere
+        cache.reset_rows([0, 1, 2])
+        part = cache.take_rows([0])
+        model(prompt[None], cache=part)
+        cache.put_rows([0, 1, 2], part, [0, 0, 0])  # 30 slots into a cache that held 2 columns
+        assert cache.length == 30 and cache.n_valid.tolist() == [30, 30, 30]
+        logits = model(nxt[None].expand(3, -1), cache=cache).logits
+    for row in range(3):
+        torch.testing.assert_close(logits[row], alone, atol=2e-5, rtol=1e-4)

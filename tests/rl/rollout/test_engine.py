@@ -136,20 +136,6 @@ def test_a_resident_turn_is_admitted_before_a_newcomer_that_would_evict_its_row(
     assert results["a"].tokens == naive_greedy(model, pa + first[0].tokens + [11, 12], 2)
 
 
-def test_newcomers_wait_for_a_batch_of_rows_while_others_generate(model):
-    engine = Engine(model, THINK, END_THINK, max_rows=8)  # newcomers are admitted two at a time (8 // 4)
-    first_step = {}
-    engine.on_token = lambda seq, token, logp: first_step.setdefault(seq, engine.steps)
-    ps = prompts(10, seed=8)
-    budgets = [2] + [10] * 7 + [3, 3]
-    results = engine.run([TurnRequest(i, p, b, GREEDY) for i, (p, b) in enumerate(zip(ps, budgets))])
-    # Row 0 frees after step 2, but one row does not fit the two waiting: they start together once the
-    # other seven end at step 10, instead of 8 starting alone at step 3 and 9 at step 11.
-    assert first_step[8] == first_step[9] == 11
-    for i, (p, b, r) in enumerate(zip(ps, budgets, results)):
-        assert r.tokens == naive_greedy(model, p, b), i
-
-
 def test_a_pinned_row_is_never_evicted_and_newcomers_wait_for_another(model):
     engine = Engine(model, THINK, END_THINK, max_rows=2)
     pa, pb, pc = prompts(3, seed=9)
@@ -198,3 +184,38 @@ def test_a_run_on_a_used_engine_attends_over_its_own_slots_only(model):
     # and the packed cache still continues c exactly.
     second = engine.run([TurnRequest("c", [5], 3, GREEDY)])[0]
     assert second.tokens == naive_greedy(model, pc + naive_greedy(model, pc, 3) + [5], 3)
+
+
+def test_identical_prompts_are_prefilled_once_and_every_step_is_one_column_wide(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=4, record_routing=True,
+                    generator=torch.Generator().manual_seed(0))
+    pa, pb = prompts(2, seed=11)
+    pa, pb = pa + [9] * 4, pb + [10] * 3  # long enough for a prefill batch to show its width
+    shapes = []
+    plain_forward = model.forward
+
+    def spy(tokens, **kwargs):
+        shapes.append(tuple(tokens.shape))
+        return plain_forward(tokens, **kwargs)
+
+    model.forward = spy
+    try:
+        sampled = SamplingParams(temperature=1.0)
+        results = engine.run([TurnRequest(i, p, 6, sampled) for i, p in enumerate([pa, pb, pa, pb])])
+    finally:
+        del model.forward
+    # One prefill of the two distinct prompts (all but their last token), then one column a step for all rows.
+    assert shapes[0] == (2, max(len(pa), len(pb)) - 1)
+    assert all(shape == (4, 1) for shape in shapes[1:]) and len(shapes) == 1 + 6
+    # Rows copied from the same prefill sample on their own, and record routing for every token they were fed,
+    # the prompt included: a full forward over each sequence gives it back, and their log-probs.
+    for r, p in zip(results, [pa, pb, pa, pb]):
+        fed = p + r.tokens[:-1]
+        with torch.no_grad():
+            reference = model(torch.tensor([fed]))
+        assert torch.equal(r.routing, reference.routing[0])
+        assert torch.equal(r.sparse_topk, reference.sparse_topk[0])
+        logp = torch.log_softmax(reference.logits[0, len(p) - 1 :], dim=-1)
+        expected = logp.gather(-1, torch.tensor(r.tokens)[:, None]).squeeze(-1)
+        torch.testing.assert_close(torch.tensor(r.logprobs), expected, atol=1e-5, rtol=1e-5)
+    assert results[0].tokens != results[2].tokens or results[1].tokens != results[3].tokens
