@@ -15,8 +15,9 @@ Prefill beside the step: a row with more than one token to feed (a prompt, a too
 last of them in a forward over only the rows that have such feeds (`ModelCache.take_rows` / `put_rows`),
 right-aligned, shorter feeds padded (the model treats padding as absent). Fed with the step itself, a
 40-token tool result of one row made all 32 rows compute 40 columns. Fresh rows with the same feed (the
-samples of one prompt in a group) are prefilled once and the state copied. Turns of resident sequences are admitted before new sequences, and a
-row the caller pinned (its tool calls run) is never evicted, so a history is not fed twice.
+samples of one prompt in a group) are prefilled once and the state copied. Turns of resident sequences are
+admitted before new sequences, and a row the caller pinned (its tool calls run) is never evicted, so a
+history is not fed twice.
 
 Thinking budgets: inside `<think>` a row counts the thinking tokens of the current turn; when the count
 reaches the turn's budget (what the sequence may still think; the agent loop passes what its episode has
