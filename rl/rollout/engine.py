@@ -85,6 +85,31 @@ class _Row:
     topk: list[torch.Tensor] = field(default_factory=list)
 
 
+# Fresh feeds sharing at least this many leading tokens are prefilled through one forward over them.
+MIN_SHARED = 32
+
+
+def shared_openings(feeds: list[list[int]], minimum: int) -> list[tuple[int, list[int]]]:
+    """Clusters of distinct feeds that open with the same >= minimum tokens: (shared length, feed indices), each
+    cluster of two or more."""
+    order = sorted(range(len(feeds)), key=lambda j: feeds[j])
+    clusters: list[tuple[int, list[int]]] = []
+    run, length = [order[0]] if order else [], 0
+    for a, b in zip(order, order[1:]):
+        shorter = min(len(feeds[a]), len(feeds[b]))
+        common = next((k for k in range(shorter) if feeds[a][k] != feeds[b][k]), shorter)
+        if common >= minimum:
+            length = common if len(run) == 1 else min(length, common)
+            run.append(b)
+            continue
+        if len(run) > 1:
+            clusters.append((length, run))
+        run = [b]
+    if len(run) > 1:
+        clusters.append((length, run))
+    return clusters
+
+
 class Engine:
     """Batched, cached, multi-turn sampling from one policy copy."""
 
@@ -204,30 +229,51 @@ class Engine:
         return finished
 
     def _prefill(self, rows: list[int]) -> None:
-        # Feed all but the last pending token of these rows in a forward over only them, so the step itself is
+        # Feed all but the last pending token of these rows in forwards over only them, so the step itself is
         # one column wide for every row. Fresh rows with the same feed (a group's samples of one prompt) end in
-        # the same state: one of them is computed and copied to the others.
+        # the same state: one of them is computed and copied to the others. Fresh feeds that open alike (an
+        # env's tool schemas and system prompt) share one forward over that opening, then go on from copies of it.
         groups: dict[tuple, list[int]] = {}
         for i in rows:
             feed = tuple(self.rows[i].pending[:-1])
             groups.setdefault(feed if int(self.cache.n_valid[i]) == 0 else (i, feed), []).append(i)
         members = list(groups.values())
-        part = self.cache.take_rows([group[0] for group in members])
-        width = max(len(self.rows[group[0]].pending) - 1 for group in members)
-        tokens = torch.full((len(members), width), self.pad_id, dtype=torch.long)
-        valid = torch.zeros(len(members), width, dtype=torch.bool)
-        for j, group in enumerate(members):
-            feed = self.rows[group[0]].pending[:-1]
-            tokens[j, width - len(feed):] = torch.tensor(feed)
-            valid[j, width - len(feed):] = True
-        out = self._forward(tokens, valid, part)
-        pairs = [(j, i) for j, group in enumerate(members) for i in group]
+        feeds = [self.rows[group[0]].pending[:-1] for group in members]
+        fresh = [j for j, group in enumerate(members) if int(self.cache.n_valid[group[0]]) == 0]
+        shared = [(n, [fresh[k] for k in ks]) for n, ks in shared_openings([feeds[j] for j in fresh], MIN_SHARED)]
+        clustered = {j for _, js in shared for j in js}
+        alone = [j for j in range(len(members)) if j not in clustered]
+        if alone:
+            part = self.cache.take_rows([members[j][0] for j in alone])
+            self._feed(part, [feeds[j] for j in alone], [members[j] for j in alone])
+        if shared:
+            openings = self.cache.take_rows([members[js[0]][0] for _, js in shared])  # fresh rows: empty
+            self._feed(openings, [feeds[js[0]][:n] for n, js in shared],
+                       [[i for j in js for i in members[j]] for _, js in shared], keep=False)
+            order = [(n, j) for n, js in shared for j in js]
+            part = openings.take_rows([c for c, (_, js) in enumerate(shared) for _ in js])
+            self._feed(part, [feeds[j][n:] for n, j in order], [members[j] for _, j in order])
         self.tokens_fed += sum(len(self.rows[i].pending) - 1 for i in rows)
-        if self.record_routing:
-            self._record(out, valid, part, pairs)
-        self.cache.put_rows([i for _, i in pairs], part, [j for j, _ in pairs])
         for i in rows:
             self.rows[i].pending = self.rows[i].pending[-1:]
+
+    def _feed(self, part, feeds: list[list[int]], targets: list[list[int]], keep: bool = True) -> None:
+        # One forward of right-aligned feeds over `part` (rows taken out of the cache); what row j computed is
+        # recorded for, and with keep written back into, the engine rows targets[j].
+        width = max(len(feed) for feed in feeds)
+        if width:
+            tokens = torch.full((len(feeds), width), self.pad_id, dtype=torch.long)
+            valid = torch.zeros(len(feeds), width, dtype=torch.bool)
+            for j, feed in enumerate(feeds):
+                if feed:
+                    tokens[j, width - len(feed):] = torch.tensor(feed)
+                    valid[j, width - len(feed):] = True
+            out = self._forward(tokens, valid, part)
+            if self.record_routing:
+                self._record(out, valid, part, [(j, i) for j, rows in enumerate(targets) for i in rows])
+        if keep:
+            pairs = [(j, i) for j, rows in enumerate(targets) for i in rows]
+            self.cache.put_rows([i for _, i in pairs], part, [j for j, _ in pairs])
 
     def _forward(self, tokens: torch.Tensor, valid: torch.Tensor, cache):
         device = self.model.embed.weight.device
@@ -318,8 +364,10 @@ class Engine:
         token_index = cache.row_token_index()  # [B, S] slot -> the row's own token index
         for j, i in pairs:
             keep = valid[j].clone()
-            skip, self.rows[i].skip_record = self.rows[i].skip_record, 0
-            keep[keep.nonzero().flatten()[:skip]] = False
+            fed = keep.nonzero().flatten()
+            skip = min(self.rows[i].skip_record, len(fed))  # a rebuilt history may span two forwards
+            self.rows[i].skip_record -= skip
+            keep[fed[:skip]] = False
             if out.routing is not None:
                 self.rows[i].routing.append(out.routing[j][keep].cpu())
             if out.sparse_topk is not None:

@@ -5,7 +5,7 @@ import torch
 from jointrl.model.generate import SamplingParams
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.rollout.engine import Engine, TurnRequest
+from jointrl.rl.rollout.engine import MIN_SHARED, Engine, TurnRequest, shared_openings
 
 THINK, END_THINK, EOT = 5, 6, 7
 GREEDY = SamplingParams(temperature=0)
@@ -219,3 +219,61 @@ def test_identical_prompts_are_prefilled_once_and_every_step_is_one_column_wide(
         expected = logp.gather(-1, torch.tensor(r.tokens)[:, None]).squeeze(-1)
         torch.testing.assert_close(torch.tensor(r.logprobs), expected, atol=1e-5, rtol=1e-5)
     assert results[0].tokens != results[2].tokens or results[1].tokens != results[3].tokens
+
+
+def lcp(a, b):
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def test_shared_openings_cluster_exactly_the_feeds_that_open_alike():
+    g = torch.Generator().manual_seed(12)
+    for _ in range(50):
+        # A small alphabet and shared stems make long common openings frequent.
+        def draw(high, longest):
+            return torch.randint(0, high, (int(torch.randint(0, longest, (1,), generator=g)),), generator=g).tolist()
+
+        stems = [draw(3, 8) for _ in range(3)]
+        feeds = []
+        for _ in range(int(torch.randint(0, 9, (1,), generator=g))):
+            feed = stems[int(torch.randint(0, 3, (1,), generator=g))] + draw(3, 5)
+            if feed and feed not in feeds:
+                feeds.append(feed)
+        clusters = shared_openings(feeds, 4)
+        where = {j: c for c, (_, js) in enumerate(clusters) for j in js}
+        assert len(where) == sum(len(js) for _, js in clusters), "clusters are disjoint"
+        for n, js in clusters:
+            assert len(js) >= 2 and n >= 4
+            assert n == min(lcp(feeds[a], feeds[b]) for a in js for b in js if a != b)
+        for a in range(len(feeds)):
+            for b in range(a + 1, len(feeds)):
+                same = a in where and where.get(a) == where.get(b)
+                assert same == (lcp(feeds[a], feeds[b]) >= 4), (feeds, clusters)
+
+
+def test_prompts_that_open_alike_share_one_forward_over_the_opening(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=4, record_routing=True)
+    stem = prompts(1, seed=13)[0]
+    opening = (stem * (MIN_SHARED // len(stem) + 1))[: MIN_SHARED + 3]
+    tails = [[20, 21], [20, 22, 23], [30]]
+    ps = [opening + tail for tail in tails] + [prompts(1, seed=14)[0]]
+    shapes = []
+    plain_forward = model.forward
+
+    def spy(tokens, **kwargs):
+        shapes.append(tuple(tokens.shape))
+        return plain_forward(tokens, **kwargs)
+
+    model.forward = spy
+    try:
+        results = engine.run([TurnRequest(i, p, 4, GREEDY) for i, p in enumerate(ps)])
+    finally:
+        del model.forward
+    # The unrelated prompt alone, the opening once, then each tail but its last token (two at most), then steps.
+    assert shapes[:3] == [(1, len(ps[3]) - 1), (1, len(opening)), (3, 2)]
+    assert all(shape == (4, 1) for shape in shapes[3:])
+    for r, p in zip(results, ps):
+        assert r.tokens == naive_greedy(model, p, 4)
+        with torch.no_grad():
+            reference = model(torch.tensor([p + r.tokens[:-1]]))
+        assert torch.equal(r.routing, reference.routing[0])
+        assert torch.equal(r.sparse_topk, reference.sparse_topk[0])
