@@ -134,14 +134,21 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     sft = cfg.trainer.sft
     start = time.perf_counter()
     extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
-    encoded = [tokenizer.encode(pair) for pair in drill_pairs(demos + extra, sft.drill_turns)]
-    console.print(f"copy drill: {len(encoded)} (message -> reply) pairs from {len(demos) + len(extra)} "
-                  f"demonstrations in {time.perf_counter() - start:.1f}s")
+    encoded: list[list[int]] = []
+    by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
+    for conversation in demos + extra:
+        for pair in drill_pairs([conversation], sft.drill_turns):
+            by_env.setdefault(conversation.source, []).append(len(encoded))
+            encoded.append(tokenizer.encode(pair))
+    envs = list(by_env.values())
+    console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
+                  f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
         losses = train_drill(model, encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
                              pack=sft.drill_pack, max_len=sft.max_len, pad_id=tokenizer.pad_id, seed=cfg.trainer.seed,
-                             log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"))
+                             log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"),
+                             envs=envs if sft.drill_balance == "env" else None)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
     return losses

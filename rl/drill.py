@@ -58,11 +58,19 @@ def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> 
 
 
 def drill_batch(encoded: list[list[int]], pack: int, batch_size: int, max_len: int, pad_id: int,
-                rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of `pack` random pairs per row, cut to max_len + 1: (ids [B, T + 1], valid [B, T + 1])."""
+                rng: random.Random, envs: list[list[int]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of `pack` random pairs per row, cut to max_len + 1: (ids [B, T + 1], valid [B, T + 1]).
+
+    envs (indices into encoded, one list per env id): each pair is drawn from an env id chosen uniformly, so an
+    env with few tool turns is drilled as often as one with many; None draws distinct pairs uniformly.
+    """
     rows = []
     for _ in range(batch_size):
-        ids = [token for pair in rng.sample(encoded, min(pack, len(encoded))) for token in pair]
+        if envs is None:
+            picked = rng.sample(encoded, min(pack, len(encoded)))
+        else:
+            picked = [encoded[rng.choice(rng.choice(envs))] for _ in range(pack)]
+        ids = [token for pair in picked for token in pair]
         rows.append(ids[: max_len + 1])
     width = max(len(ids) for ids in rows)
     tokens = torch.full((batch_size, width), pad_id, dtype=torch.long)
@@ -85,8 +93,12 @@ def train_drill(
     pad_id: int,
     seed: int = 0,
     log: Callable[[int, float], None] | None = None,
+    envs: list[list[int]] | None = None,
 ) -> list[float]:
-    """AdamW with cosine decay, next-token loss on every real token of packed pairs; the loss of each step."""
+    """AdamW with cosine decay, next-token loss on every real token of packed pairs; the loss of each step.
+
+    envs: the pairs of each env id (indices into encoded), to draw env ids uniformly (`drill_batch`).
+    """
     if len(encoded) < 2:
         raise ValueError(f"the copy drill needs at least 2 (message -> reply) pairs, got {len(encoded)}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -95,7 +107,7 @@ def train_drill(
     model.train()
     losses = []
     for _ in range(steps):
-        tokens, valid = drill_batch(encoded, pack, batch_size, max_len, pad_id, rng)
+        tokens, valid = drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs)
         out = model(tokens[:, :-1], valid=valid[:, :-1])
         nll = F.cross_entropy(out.logits.flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")  # [B*T]
         mask = valid[:, 1:].flatten().float()

@@ -131,6 +131,10 @@ class SFTConfig(Section):
         "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
         "answers to tool output (copying a figure out of it); all = also answers to a user message."
     )
+    drill_balance: Literal["pair", "env"] = Field(
+        "pair", description="How the drill draws pairs: pair = uniformly over all pairs (an env id with more tool "
+        "turns gets more); env = an env id uniformly, then one of its pairs (a mix of families drills each alike)."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."

@@ -56,6 +56,24 @@ def test_a_batch_row_packs_whole_distinct_pairs_and_is_cut_at_max_len():
     assert cut.shape == (2, 7) and bool(cut_valid.all())
 
 
+def test_env_balance_draws_each_env_id_alike_however_many_pairs_it_has():
+    # Env A has 1 pair, env B 9: drawn by env id, A's pair fills half the slots (1 in 10 drawn by pair).
+    encoded = [[10 * i, 10 * i + 1] for i in range(10)]
+    envs = [[0], list(range(1, 10))]
+    rng = random.Random(0)
+    slots = 0
+    from_a = 0
+    for _ in range(200):
+        tokens, _ = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=rng, envs=envs)
+        heads = tokens[:, 0::2]
+        slots += heads.numel()
+        from_a += int((heads == 0).sum())
+    # 4,000 slots: the binomial standard error of a 0.5 share is 0.008.
+    assert abs(from_a / slots - 0.5) < 0.04, from_a / slots
+    tokens, _ = drill_batch(encoded, pack=4, batch_size=400, max_len=100, pad_id=0, rng=random.Random(0))
+    assert abs(int((tokens[:, 0::2] == 0).sum()) / 1600 - 0.1) < 0.03, "by pair, A's one pair is 1 of 10"
+
+
 def test_training_on_copy_pairs_lowers_the_loss():
     torch.manual_seed(0)
     cfg = PRESETS["debug"].model_copy(update={"vocab_size": 64})
