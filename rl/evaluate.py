@@ -263,7 +263,7 @@ class _CountedLoop(AgentLoop):
         self._counting = threading.Lock()
 
     # AgentLoop.run takes no per-episode callback; _finish runs once for every episode that started, in the
-    # tool threads, which may end two at once.
+    # scoring threads, which may end two at once.
     def _finish(self, state, error: str | None = None) -> Trajectory:
         trajectory = super()._finish(state, error)
         with self._counting:

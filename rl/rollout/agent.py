@@ -12,6 +12,7 @@ the next generation prompt) a plain suffix of the full rendering.
 The tool calls of the turns one engine step ended run in threads while the engine takes its next step (a
 sandboxed command waits on its process, not on the interpreter), and are joined after that one step, in key
 order: every continuation is queued at the same step whatever the threads' timing, so a run stays deterministic.
+Ended episodes are scored in other threads (a test suite may take seconds) and collected when the run ends.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ from jointrl.rl.trajectory import TokenLog, Trajectory
 
 # Threads for tool calls: a step rarely ends more turns than this, and a thread mostly waits on a sandbox.
 TOOL_THREADS = 8
+# Threads that score ended episodes: apart from the tool threads, so that a test suite scoring one episode never
+# holds up the tool calls every live row waits on.
+SCORE_THREADS = 4
 
 
 @functools.cache
@@ -41,6 +45,11 @@ def _tool_pool() -> ThreadPoolExecutor:
     # One pool per process, shared by its loops: an evaluation builds a loop per call, and a pool each would
     # leave their idle threads behind.
     return ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="agent-tools")
+
+
+@functools.cache
+def _score_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=SCORE_THREADS, thread_name_prefix="agent-scoring")
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ class AgentLoop:
             else:
                 live[key] = state
         running: dict[int, Future] = {}  # key -> the tool calls of its last turn, run beside this engine step
-        verifying: dict[int, Future] = {}  # key -> the trajectory of an ended episode, scored beside the engine
+        scoring: dict[int, Future] = {}  # key -> the trajectory of an ended episode, scored beside the engine
         while self.engine.busy or running:
             results = self.engine.step() if self.engine.busy else []
             joined, running = running, {}
@@ -125,10 +134,10 @@ class AgentLoop:
                     self.engine.pin(key)  # its continuation is queued after the next step: keep its cache
                 elif outcome:
                     self.engine.release(key)
-                    verifying[key] = _tool_pool().submit(self._finish, live.pop(key))
+                    scoring[key] = _score_pool().submit(self._finish, live.pop(key))
         for key in list(live):  # cannot happen while the engine drains every submitted turn
             done[key] = self._end(key, live.pop(key), error="episode was left without a pending turn")
-        done.update({key: future.result() for key, future in verifying.items()})
+        done.update({key: future.result() for key, future in scoring.items()})
         return [done[key] for key in range(len(tasks))]
 
     def start(self, items: list[tuple[Hashable, Task]]) -> None:
@@ -260,7 +269,7 @@ class AgentLoop:
         return self._finish(state, error)
 
     def _finish(self, state: _Live, error: str | None = None) -> Trajectory:
-        """Score the episode and close its env (in a tool thread when `run` ends it: its row is free already)."""
+        """Score the episode and close its env (in a scoring thread when `run` ends it: its row is free already)."""
         episode = state.episode
         episode.messages = state.messages
         if error is not None:

@@ -102,3 +102,18 @@ def test_more_episodes_than_rows_never_feed_a_history_twice(lookup_policy):
     trajectories = AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=0)).run(tasks)
     assert sum(t.episode.turns >= 2 for t in trajectories) >= 2, [t.episode.turns for t in trajectories]
     assert engine.tokens_fed == sum(len(t.tokens) - 1 for t in trajectories)
+
+
+def test_ended_episodes_are_scored_in_scoring_threads_not_the_tool_threads(lookup_policy, monkeypatch):
+    threads = []
+    plain = agent_envs.Lookup.signals
+
+    def recording(self):
+        threads.append(threading.current_thread().name)
+        return plain(self)
+
+    monkeypatch.setattr(agent_envs.Lookup, "signals", recording)
+    trajectories = play(lookup_policy, [Task(LOOKUP, seed, "low") for seed in range(3)])
+    assert len(threads) == 3 and all(name.startswith("agent-scoring") for name in threads), threads
+    assert [t.episode.signals["success"] for t in trajectories] == [
+        float(t.episode.final_answer == str(len(agent_envs.WORDS[seed]))) for seed, t in enumerate(trajectories)]
