@@ -168,7 +168,8 @@ class AgentLoop:
                     self._ended[key] = self._end(key, self.carried.pop(key))
         if not self.engine.busy:
             for key in list(self.carried):  # cannot happen while the engine drains every submitted turn
-                self._ended[key] = self._end(key, self.carried.pop(key), error="episode was left without a pending turn")
+                left = "episode was left without a pending turn"
+                self._ended[key] = self._end(key, self.carried.pop(key), error=left)
         ended, self._ended = self._ended, {}
         return ended
 
