@@ -5,10 +5,15 @@ from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
 
 
-def test_row_restart_mid_pads_and_compaction_match_each_sequence_alone():
-    torch.manual_seed(0)
+def sparse_model(seed):
+    """The debug preset with 4 selected tokens per query (so DSA selects among real slots), seeded."""
+    torch.manual_seed(seed)
     cfg = PRESETS["debug"].model_copy(update={"index_topk": 4})
-    model = Transformer(cfg).eval()
+    return cfg, Transformer(cfg).eval()
+
+
+def test_row_restart_mid_pads_and_compaction_match_each_sequence_alone():
+    cfg, model = sparse_model(0)
     a = torch.randint(1, cfg.vocab_size, (20,))
     b = torch.randint(1, cfg.vocab_size, (6,))
     c = torch.randint(1, cfg.vocab_size, (15,))
@@ -64,9 +69,7 @@ def test_row_token_index_counts_real_tokens_per_row():
 
 
 def test_rows_taken_out_run_on_their_own_and_put_back_match_each_sequence_alone():
-    torch.manual_seed(1)
-    cfg = PRESETS["debug"].model_copy(update={"index_topk": 4})
-    model = Transformer(cfg).eval()
+    cfg, model = sparse_model(1)
     seqs = [torch.randint(1, cfg.vocab_size, (n,)) for n in (18, 7, 12)]
     with torch.no_grad():
         alone = [model(seq[None]).logits[0] for seq in seqs]
@@ -104,9 +107,7 @@ def test_rows_taken_out_run_on_their_own_and_put_back_match_each_sequence_alone(
 
 
 def test_put_rows_copies_one_state_into_several_rows_and_grows_the_cache():
-    torch.manual_seed(2)
-    cfg = PRESETS["debug"].model_copy(update={"index_topk": 4})
-    model = Transformer(cfg).eval()
+    cfg, model = sparse_model(2)
     prompt = torch.randint(1, cfg.vocab_size, (30,))
     nxt = torch.randint(1, cfg.vocab_size, (3,))
     with torch.no_grad():

@@ -33,6 +33,22 @@ def naive_greedy(model, ids, n, stop=()):
     return out
 
 
+def run_with_shapes(model, engine, requests):
+    """engine.run(requests), and the [batch, width] of every forward the model ran for it."""
+    shapes = []
+    plain_forward = model.forward
+
+    def spy(tokens, **kwargs):
+        shapes.append(tuple(tokens.shape))
+        return plain_forward(tokens, **kwargs)
+
+    model.forward = spy
+    try:
+        return engine.run(requests), shapes
+    finally:
+        del model.forward
+
+
 def prompts(n, seed):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(8, 512, (int(torch.randint(2, 14, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
@@ -191,19 +207,9 @@ def test_identical_prompts_are_prefilled_once_and_every_step_is_one_column_wide(
                     generator=torch.Generator().manual_seed(0))
     pa, pb = prompts(2, seed=11)
     pa, pb = pa + [9] * 4, pb + [10] * 3  # long enough for a prefill batch to show its width
-    shapes = []
-    plain_forward = model.forward
-
-    def spy(tokens, **kwargs):
-        shapes.append(tuple(tokens.shape))
-        return plain_forward(tokens, **kwargs)
-
-    model.forward = spy
-    try:
-        sampled = SamplingParams(temperature=1.0)
-        results = engine.run([TurnRequest(i, p, 6, sampled) for i, p in enumerate([pa, pb, pa, pb])])
-    finally:
-        del model.forward
+    sampled = SamplingParams(temperature=1.0)
+    requests = [TurnRequest(i, p, 6, sampled) for i, p in enumerate([pa, pb, pa, pb])]
+    results, shapes = run_with_shapes(model, engine, requests)
     # One prefill of the two distinct prompts (all but their last token), then one column a step for all rows.
     assert shapes[0] == (2, max(len(pa), len(pb)) - 1)
     assert all(shape == (4, 1) for shape in shapes[1:]) and len(shapes) == 1 + 6
@@ -256,18 +262,7 @@ def test_prompts_that_open_alike_share_one_forward_over_the_opening(model):
     opening = (stem * (MIN_SHARED // len(stem) + 1))[: MIN_SHARED + 3]
     tails = [[20, 21], [20, 22, 23], [30]]
     ps = [opening + tail for tail in tails] + [prompts(1, seed=14)[0]]
-    shapes = []
-    plain_forward = model.forward
-
-    def spy(tokens, **kwargs):
-        shapes.append(tuple(tokens.shape))
-        return plain_forward(tokens, **kwargs)
-
-    model.forward = spy
-    try:
-        results = engine.run([TurnRequest(i, p, 4, GREEDY) for i, p in enumerate(ps)])
-    finally:
-        del model.forward
+    results, shapes = run_with_shapes(model, engine, [TurnRequest(i, p, 4, GREEDY) for i, p in enumerate(ps)])
     # The unrelated prompt alone, the opening once, then each tail but its last token (two at most), then steps.
     assert shapes[:3] == [(1, len(ps[3]) - 1), (1, len(opening)), (3, 2)]
     assert all(shape == (4, 1) for shape in shapes[3:])
