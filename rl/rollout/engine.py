@@ -92,9 +92,11 @@ MIN_SHARED = 32
 def shared_openings(feeds: list[list[int]], minimum: int) -> list[tuple[int, list[int]]]:
     """Clusters of distinct feeds that open with the same >= minimum tokens: (shared length, feed indices), each
     cluster of two or more."""
+    if not feeds:
+        return []
     order = sorted(range(len(feeds)), key=lambda j: feeds[j])
     clusters: list[tuple[int, list[int]]] = []
-    run, length = [order[0]] if order else [], 0
+    run, length = [order[0]], 0
     for a, b in zip(order, order[1:]):
         shorter = min(len(feeds[a]), len(feeds[b]))
         common = next((k for k in range(shorter) if feeds[a][k] != feeds[b][k]), shorter)
@@ -233,13 +235,14 @@ class Engine:
         # one column wide for every row. Fresh rows with the same feed (a group's samples of one prompt) end in
         # the same state: one of them is computed and copied to the others. Fresh feeds that open alike (an
         # env's tool schemas and system prompt) share one forward over that opening, then go on from copies of it.
+        empty = set((self.cache.n_valid == 0).nonzero().flatten().tolist())  # rows with nothing in their cache
         groups: dict[tuple, list[int]] = {}
         for i in rows:
             feed = tuple(self.rows[i].pending[:-1])
-            groups.setdefault(feed if int(self.cache.n_valid[i]) == 0 else (i, feed), []).append(i)
+            groups.setdefault(feed if i in empty else (i, feed), []).append(i)
         members = list(groups.values())
         feeds = [self.rows[group[0]].pending[:-1] for group in members]
-        fresh = [j for j, group in enumerate(members) if int(self.cache.n_valid[group[0]]) == 0]
+        fresh = [j for j, group in enumerate(members) if group[0] in empty]
         shared = [(n, [fresh[k] for k in ks]) for n, ks in shared_openings([feeds[j] for j in fresh], MIN_SHARED)]
         clustered = {j for _, js in shared for j in js}
         alone = [j for j in range(len(members)) if j not in clustered]
@@ -261,6 +264,7 @@ class Engine:
         # One forward of right-aligned feeds over `part` (rows taken out of the cache); what row j computed is
         # recorded for, and with keep written back into, the engine rows targets[j].
         width = max(len(feed) for feed in feeds)
+        pairs = [(j, i) for j, rows in enumerate(targets) for i in rows]
         if width:
             tokens = torch.full((len(feeds), width), self.pad_id, dtype=torch.long)
             valid = torch.zeros(len(feeds), width, dtype=torch.bool)
@@ -270,9 +274,8 @@ class Engine:
                     valid[j, width - len(feed):] = True
             out = self._forward(tokens, valid, part)
             if self.record_routing:
-                self._record(out, valid, part, [(j, i) for j, rows in enumerate(targets) for i in rows])
+                self._record(out, valid, part, pairs)
         if keep:
-            pairs = [(j, i) for j, rows in enumerate(targets) for i in rows]
             self.cache.put_rows([i for _, i in pairs], part, [j for j, _ in pairs])
 
     def _forward(self, tokens: torch.Tensor, valid: torch.Tensor, cache):
