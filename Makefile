@@ -22,6 +22,12 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# The test extras (transformers, TRL, the OpenAI client, matplotlib) only for the tests: the quickstart does not import
+# them, and installing them costs it 12 s of its ten minutes.
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
@@ -32,10 +38,10 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(VENV)/bin/jointrl quickstart
 
-test: setup
+test: setup $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" -q
 
-test-slow: setup
+test-slow: setup $(VENV)/.installed-test
 	$(PY) -m pytest -m slow -q
 
 clean:

@@ -14,6 +14,7 @@ import fnmatch
 import importlib
 import logging
 import pkgutil
+import threading
 from importlib import metadata
 
 from jointrl.envs.base import Env, EnvSpec
@@ -21,7 +22,11 @@ from jointrl.envs.base import Env, EnvSpec
 PLUGIN_GROUP = "jointrl.envs"
 
 _SPECS: dict[str, EnvSpec] = {}
-_loaded = False
+_loaded = False  # every built-in and plugin has registered
+_loading = False
+# Threads that make envs at once (demo collection) wait here for the first one's loading: reentrant, since a plugin
+# may list envs while it registers (it then sees what is registered so far).
+_LOCK = threading.RLock()
 # One line per plugin whose registration raised in this process (`jointrl envs list` and friends show them).
 _FAILED: list[str] = []
 log = logging.getLogger(__name__)
@@ -37,10 +42,20 @@ def register(spec: EnvSpec | None = None, /, **fields) -> EnvSpec:
 
 
 def _load() -> None:
-    global _loaded
+    global _loaded, _loading
     if _loaded:
         return
-    _loaded = True
+    with _LOCK:
+        if _loaded or _loading:
+            return
+        _loading = True
+        try:
+            _register_all()
+        finally:
+            _loading, _loaded = False, True
+
+
+def _register_all() -> None:
     for module in builtin_domains():
         importlib.import_module(module).register()
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
@@ -88,10 +103,11 @@ def builtin_domains() -> list[str]:
 def reload_plugins() -> None:
     """Forget every spec and register the built-ins and plugins again (after installing a plugin)."""
     global _loaded
-    _SPECS.clear()
-    _FAILED.clear()
-    _loaded = False
-    _load()
+    with _LOCK:
+        _SPECS.clear()
+        _FAILED.clear()
+        _loaded = False
+        _load()
 
 
 def env_ids(pattern: str = "*") -> list[str]:

@@ -154,3 +154,19 @@ def test_a_plugin_package_is_listed_and_made_in_a_fresh_process(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["['plugin/echo-v0:easy', 'plugin/echo-v0:hard']", "1.0"]
+
+
+def test_threads_making_envs_in_a_fresh_process_all_see_the_whole_registry():
+    """The first lookups race the built-ins' registration: each thread must wait for it, not see a partial registry."""
+    script = textwrap.dedent('''
+        from concurrent.futures import ThreadPoolExecutor
+        from jointrl.envs import registry
+        ids = ["terminal/text-count-v0:easy", "reasoning/syllogism-v0:default", "office/argmax-v0:easy"] * 4
+        with ThreadPoolExecutor(len(ids)) as pool:
+            made = list(pool.map(lambda env_id: registry.make(env_id).spec.id, ids))
+        print(made == ids)
+    ''')
+    for _ in range(3):  # the old registry failed this on the first try
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "True"

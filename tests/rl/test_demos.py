@@ -46,3 +46,24 @@ def test_each_mix_entry_can_set_its_own_number_of_cold_start_demos():
     )
     assert demo_counts(cfg) == {"reasoning/syllogism-v0:default": 3, "terminal/text-count-v0:easy": 5,
                                 "terminal/text-count-v0:medium": 5, "terminal/text-count-v0:hard": 5}
+
+
+def test_demos_are_collected_in_env_then_seed_order_and_unsolved_ones_are_dropped(monkeypatch):
+    import threading
+    import time
+
+    from jointrl.rl import demos
+
+    threads = set()
+
+    def fake_play(env_id, seed):
+        threads.add(threading.get_ident())
+        time.sleep(0.02 * (seed % 3))  # later jobs finish first
+        conv = Conversation([{"role": "user", "content": f"{env_id} {seed}"}], None, "low", source=env_id)
+        return conv, {"success": 0.0 if seed == 2 else 1.0}
+
+    monkeypatch.setattr(demos, "play_demo", fake_play)
+    got = [c.messages[0]["content"] for c in demos.collect_demos(["a/x-v0:easy", "b/y-v0:easy"], [0, 1, 2, 3, 4])]
+    # Reference: the nested loop over env ids, then seeds, skipping the unsolved seed.
+    assert got == [f"{env} {seed}" for env in ("a/x-v0:easy", "b/y-v0:easy") for seed in (0, 1, 3, 4)]
+    assert len(threads) > 1
