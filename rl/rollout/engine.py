@@ -201,9 +201,12 @@ class Engine:
         wide = [i for i in active if len(self.rows[i].pending) > 1]
         if wide:
             self._prefill(wide)
-        # Released and re-used rows leave padding behind: pack it away before attending over it (a run that
-        # starts on a used engine would otherwise prefill over every slot of the previous run).
-        if self.cache.length > 2 * int(self.cache.n_valid.max()) + 32:
+        # Released rows, and feeds prefilled apart (put_rows writes into the last columns), leave padding behind
+        # that every step attends over: a worker's engine kept its previous steps' columns, growing each run by
+        # a quarter. Packing costs about one step's cache traffic, so it runs once padding is an eighth of the
+        # longest row.
+        longest = int(self.cache.n_valid.max())
+        if self.cache.length > longest + max(16, longest // 8):
             self.cache.compact()
         tokens = torch.full((self.max_rows, 1), self.pad_id, dtype=torch.long)
         valid = torch.zeros(self.max_rows, 1, dtype=torch.bool)

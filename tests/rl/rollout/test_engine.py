@@ -202,6 +202,23 @@ def test_a_run_on_a_used_engine_attends_over_its_own_slots_only(model):
     assert second.tokens == naive_greedy(model, pc + naive_greedy(model, pc, 3) + [5], 3)
 
 
+def test_leftover_columns_shorter_than_the_new_prompt_are_packed_away_too(model):
+    engine = Engine(model, THINK, END_THINK, max_rows=2)
+    pa, pb = prompts(2, seed=12)
+    pa = pa + [7] * 30  # the leftover (pa and 20 sampled tokens) is shorter than the next prompt
+    for i in range(3):  # a worker's engine, run after run
+        engine.run([TurnRequest(("a", i), pa, 20, GREEDY)])
+        engine.release(("a", i))
+    pc = pa + [8] * 20
+    engine.submit(TurnRequest("c", pc, 3, GREEDY))
+    engine.step()
+    assert engine.cache.length == len(pc)
+    while engine.busy:
+        engine.step()
+    second = engine.run([TurnRequest("c", [5], 3, GREEDY)])[0]
+    assert second.tokens == naive_greedy(model, pc + naive_greedy(model, pc, 3) + [5], 3)
+
+
 def test_identical_prompts_are_prefilled_once_and_every_step_is_one_column_wide(model):
     engine = Engine(model, THINK, END_THINK, max_rows=4, record_routing=True,
                     generator=torch.Generator().manual_seed(0))
