@@ -10,8 +10,9 @@ learner ranks, prompts per step and group size:
   reward       the reward mixer and the algorithm's advantages on those trajectories;
   update       LearnerGroup.train_step (Ray, DeepSpeed ZeRO, the recipe's ranks), wall time of the call,
                against a plain single-process torch loop doing the same work on the same samples: the same
-               micro-batches, the reference forward when the recipe has a KL term, forward, loss, backward
-               and one torch AdamW step per update, with as many threads as a learner rank gets;
+               micro-batches, the reference forward when the recipe has a KL term, forward (sharing openings
+               when learner.share_openings does), loss, backward and one torch AdamW step per update, with as
+               many threads as a learner rank gets;
   weight sync  the learner ranks publish their shares (LearnerGroup.publish), every worker loads them.
 The targets: update / plain loop <= 1.15, rollout / raw engine <= 1.3. Each part is timed `--reps` times
 after one warm-up; the median is reported. Prints a table; asserts nothing.
@@ -109,8 +110,10 @@ def plain_update_seconds(cfg: RunConfig, state: dict, trajectories: list[Traject
             if reference is not None:
                 with torch.no_grad():
                     ref = reference_logprobs(reference, mb, temperature=cfg.rollout.temperature,
-                                             routing=cfg.algorithm.reference_routing, replay="off")
-            out = forward_micro_batch(policy, mb, temperature=cfg.rollout.temperature, replay="off")
+                                             routing=cfg.algorithm.reference_routing, replay="off",
+                                             share_openings=cfg.learner.share_openings)
+            out = forward_micro_batch(policy, mb, temperature=cfg.rollout.temperature, replay="off",
+                                      share_openings=cfg.learner.share_openings)
             loss, _ = micro_batch_loss(cfg.algorithm, mb, out, detached(out), ref, step_totals)
             loss.backward()
         optimizer.step()

@@ -117,7 +117,7 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
 
             losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
                                pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, group_by_length=sft.group_by_length,
-                               log=log)
+                               share_openings=sft.share_openings, log=log)
     finally:
         tracker.finish()
     tail = losses[-5:]

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.nn.functional as F
 
+from jointrl.model.openings import forward_sharing_openings
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import ModelOutput, Transformer
 from jointrl.rl.progress import datasets_quiet
@@ -158,9 +159,19 @@ def batches(examples: list[tuple[list[int], list[int]]], batch_size: int, pad_id
         yield SFTBatch(tokens, targets, loss_mask, valid)
 
 
-def sft_loss(model: Transformer, batch: SFTBatch) -> tuple[torch.Tensor, ModelOutput]:
-    """Mean next-token loss over generated targets, and the forward's output (aux loss, expert load; no logits)."""
-    out = model(batch.tokens, valid=batch.valid, return_logits=False)
+def sft_loss(model: Transformer, batch: SFTBatch, share_openings: bool = False) -> tuple[torch.Tensor, ModelOutput]:
+    """Mean next-token loss over generated targets, and the forward's output (aux loss, expert load; no logits).
+
+    share_openings: rows that open alike (an env's system prompt and tool schemas, up to their first target) run
+    that opening once (`forward_sharing_openings`): the same loss and gradients for fewer tokens.
+    """
+    if share_openings:
+        targeted = batch.loss_mask > 0
+        # A shared opening may end at the first position whose output a target needs.
+        limits = torch.where(targeted.any(dim=1), targeted.int().argmax(dim=1), batch.valid.sum(dim=1)).tolist()
+        out = forward_sharing_openings(model, batch.tokens, batch.valid, limits)
+    else:
+        out = model(batch.tokens, valid=batch.valid, return_logits=False)
     # Logits only where the loss counts: the generated tokens are a fraction of a demonstration (system prompt,
     # tool schemas and tool output are not), and the vocabulary projection and its softmax are a large share of a
     # small model's step.
@@ -184,6 +195,7 @@ def train_sft(
     pad_id: int,
     seed: int = 0,
     group_by_length: bool = False,
+    share_openings: bool = False,
     log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[float]:
     """AdamW with cosine decay over every batch of every epoch; returns the loss of each step.
@@ -202,7 +214,7 @@ def train_sft(
         for batch in batches(examples, batch_size, pad_id, seed + epoch, group_by_length):
             started = time.perf_counter()
             step_lr = optimizer.param_groups[0]["lr"]
-            loss, out = sft_loss(model, batch)
+            loss, out = sft_loss(model, batch, share_openings)
             optimizer.zero_grad(set_to_none=True)
             (loss + out.aux_loss).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

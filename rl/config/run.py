@@ -11,7 +11,9 @@ from jointrl.rl.config.model import PRESET_KEY, PRETRAINED_KEY, TokenizerConfig,
 from jointrl.rl.config.rewards import RewardsConfig
 from jointrl.rl.config.rollout import RolloutConfig
 from jointrl.rl.config.section import Loc, Section, fail_at, raise_at
-from jointrl.rl.config.training import GROUP_ALGORITHMS, SELF_BASELINED, AlgorithmConfig, LearnerConfig, TrainerConfig
+from jointrl.rl.config.training import (
+    CRITIC_ALGORITHMS, GROUP_ALGORITHMS, SELF_BASELINED, AlgorithmConfig, LearnerConfig, TrainerConfig,
+)
 
 
 class TrackingConfig(Section):
@@ -131,6 +133,13 @@ class RunConfig(Section):
                 f"algorithm {self.algorithm.name!r} compares samples within a group and needs group_size >= 2, "
                 f"got {self.rollout.group_size}",
                 self.rollout.group_size,
+            ))
+        if self.learner.share_openings and self.algorithm.name in CRITIC_ALGORITHMS:
+            problems.append((
+                ("learner", "share_openings"),
+                f"algorithm {self.algorithm.name!r} trains a critic, whose values are read at every position, "
+                "inside shared openings too: set share_openings to false",
+                self.learner.share_openings,
             ))
         if self.algorithm.name == "gspo" and self.algorithm.dual_clip_c is not None:
             problems.append((

@@ -13,6 +13,8 @@ AlgorithmName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "gspo"
 GROUP_ALGORITHMS = frozenset({"grpo", "dr_grpo", "rloo", "gspo"})
 # Algorithms whose advantage is a baseline difference that must not be divided by a group std.
 SELF_BASELINED = ("dr_grpo", "rloo")
+# Algorithms that train a critic (rl/algorithms/table.py says which; a test keeps the two in step).
+CRITIC_ALGORITHMS = frozenset({"ppo"})
 
 
 class AlgorithmConfig(Section):
@@ -91,6 +93,11 @@ class LearnerConfig(Section):
     activation_checkpointing: bool = Field(
         False, description="Keep only each layer's input and recompute the layer in the backward pass."
     )
+    share_openings: bool = Field(
+        False, description="Run the opening that a micro-batch's episodes share (an env's system prompt and tool "
+        "schemas) once, each row going on from a copy of its state: the same log-probs and gradients for fewer "
+        "tokens (model/openings.py). Not with expert parallelism (ranks would run different numbers of forwards "
+        "through the experts' all-to-all) or a critic (values are read at every position).")
 
     @field_validator("betas")
     @classmethod
@@ -104,6 +111,10 @@ class LearnerConfig(Section):
         if self.ranks % self.ep_size:
             message = f"ep_size={self.ep_size} does not divide ranks={self.ranks}"
             fail_at("LearnerConfig", ("ep_size",), message, self.ep_size)
+        if self.share_openings and self.ep_size > 1:
+            message = ("share_openings runs a different number of forwards on each rank, which expert parallelism's "
+                       "all-to-all cannot follow: set ep_size to 1 or share_openings to false")
+            fail_at("LearnerConfig", ("share_openings",), message, self.share_openings)
         return self
 
 
@@ -119,6 +130,10 @@ class SFTConfig(Section):
         False, description="Batch demonstrations of similar length (within shuffled windows, rl/sft.py batch_order): "
         "up to 3x faster steps on a mix of short and long episodes, but batches of one family at a time; off by "
         "default because learning_cpu's cold start then left text-count at 0.08 instead of 0.45 (docs/learning.md).")
+    share_openings: bool = Field(
+        False, description="Run the opening that a batch's demonstrations share (an env's system prompt and tool "
+        "schemas) once per batch, each row going on from a copy of its state: the same loss and gradients for fewer "
+        "tokens (model/openings.py); the balance and indexer losses then count the opening once, not once per row.")
     drill_steps: int = Field(
         0, ge=0, description="Copy-drill steps before SFT (rl/drill.py): packed (message -> reply) pairs of the "
         "demonstrations, loss on every token; 0 = no drill."

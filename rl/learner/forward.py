@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from jointrl.kernels.logprobs import token_logprobs
+from jointrl.model.openings import forward_sharing_openings
 from jointrl.rl.algorithms.advantages import gae, masked_moments, whiten
 from jointrl.rl.algorithms.table import ALGORITHMS, LossInputs, rl_loss
 from jointrl.rl.config.training import AlgorithmConfig
@@ -88,12 +89,15 @@ def forward_micro_batch(
     replay_from: ForwardOut | None = None,
     need_entropy: bool = False,
     fused: bool = True,
+    share_openings: bool = False,
 ) -> ForwardOut:
     """Log-probs (and entropy, values) of mb's targets; mb must already be on the model's device.
 
     Log-probs and entropy are those of the loss mask's positions, 0 elsewhere. temperature 0 (greedy rollout)
     scores with temperature 1, as the rollout recorded it. fused=True never builds [B, T, V] logits (chunked
-    kernel on the mask's positions); fused=False is the full-logits baseline.
+    kernel on the mask's positions); fused=False is the full-logits baseline. share_openings runs the opening that
+    rows share (an env's system prompt and tool schemas, a group's prompt) once (`forward_sharing_openings`); it
+    needs the fused path and no value head (values are read at every position).
     """
     if temperature < 0:
         raise ValueError(f"temperature={temperature} must be >= 0")
@@ -104,10 +108,19 @@ def forward_micro_batch(
     if replay == "r3" and mb.sparse_topk is None and model.policy.dsa_layers:
         raise ValueError("replay='r3' but the micro-batch carries no rollout sparse_topk (record_routing off?)")
 
-    out, values = model(mb.inputs, mb.valid, routing=routing, sparse_topk=sparse_topk, return_logits=not fused)
     # Every consumer (the loss, the KL term, importance weights, mismatch metrics) counts only the generated
     # tokens, and prompts and tool results are most of an episode: the vocabulary projection skips the rest.
     scored = mb.valid & (mb.mask != 0)  # [B, T]
+    if share_openings:
+        if not fused or model.value_head is not None:
+            raise ValueError("share_openings needs the fused log-prob path and a policy without a value head")
+        # An opening may end at the first position whose output is scored.
+        limits = torch.where(scored.any(dim=1), scored.int().argmax(dim=1), mb.valid.sum(dim=1)).tolist()
+        out = forward_sharing_openings(model.policy, mb.inputs, mb.valid, limits, routing=routing,
+                                       sparse_topk=sparse_topk)
+        values = None
+    else:
+        out, values = model(mb.inputs, mb.valid, routing=routing, sparse_topk=sparse_topk, return_logits=not fused)
     if fused:
         hidden = out.hidden[scored]  # [M, D]
         flat_logp, flat_ent = token_logprobs(
@@ -135,15 +148,16 @@ def forward_micro_batch(
 
 def reference_logprobs(
     reference: PolicyWithValue, mb: MicroBatch, *, temperature: float, routing: str, replay: str,
-    replay_from: ForwardOut | None = None,
+    replay_from: ForwardOut | None = None, share_openings: bool = False,
 ) -> Tensor:
     """[B, T] log-probs of mb's targets under the frozen reference: routed like the policy's forward (`replay`,
     `replay_from`) when routing is "replay", on its own when it is "own"."""
     if routing not in REFERENCE_ROUTING:
         raise ValueError(f"reference routing {routing!r}; expected one of {REFERENCE_ROUTING}")
     if routing == "own":
-        return forward_micro_batch(reference, mb, temperature=temperature, replay="off").logprobs
-    return forward_micro_batch(reference, mb, temperature=temperature, replay=replay, replay_from=replay_from).logprobs
+        replay, replay_from = "off", None
+    return forward_micro_batch(reference, mb, temperature=temperature, replay=replay, replay_from=replay_from,
+                               share_openings=share_openings).logprobs
 
 
 def last_trained_position(mask: Tensor) -> tuple[Tensor, Tensor]:

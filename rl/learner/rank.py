@@ -218,7 +218,8 @@ class LearnerRank:
         """The policy as the step started, on mb (routes afresh under r2: that routing is what r2 replays)."""
         mode = self.cfg.algorithm.routing_replay
         return forward_micro_batch(
-            self.engine.module, mb, temperature=self.cfg.rollout.temperature, replay="off" if mode == "r2" else mode
+            self.engine.module, mb, temperature=self.cfg.rollout.temperature, replay="off" if mode == "r2" else mode,
+            share_openings=self.cfg.learner.share_openings,
         )
 
     @torch.no_grad()
@@ -226,7 +227,7 @@ class LearnerRank:
         """Log-probs of the frozen reference policy, routed as algorithm.reference_routing says."""
         return reference_logprobs(
             self.reference, mb, temperature=self.cfg.rollout.temperature, routing=self.cfg.algorithm.reference_routing,
-            replay=self._replay(old), replay_from=old,
+            replay=self._replay(old), replay_from=old, share_openings=self.cfg.learner.share_openings,
         )
 
     def _update(
@@ -243,6 +244,7 @@ class LearnerRank:
             current = forward_micro_batch(
                 engine.module, mb, temperature=self.cfg.rollout.temperature, replay=self._replay(old),
                 replay_from=old, need_entropy=algorithm.entropy_coef > 0,
+                share_openings=self.cfg.learner.share_openings,
             )
             loss, mb_metrics = micro_batch_loss(
                 algorithm, mb, current, old if old is not None else detached(current), ref, totals,

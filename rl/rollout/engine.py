@@ -33,6 +33,7 @@ from typing import Callable, Hashable
 import torch
 
 from jointrl.model.generate import SamplingParams, sample_next
+from jointrl.model.openings import MIN_SHARED, shared_openings
 from jointrl.model.transformer import Transformer
 
 
@@ -83,33 +84,6 @@ class _Row:
     versions: list[int] = field(default_factory=list)
     routing: list[torch.Tensor] = field(default_factory=list)
     topk: list[torch.Tensor] = field(default_factory=list)
-
-
-# Fresh feeds sharing at least this many leading tokens are prefilled through one forward over them.
-MIN_SHARED = 32
-
-
-def shared_openings(feeds: list[list[int]], minimum: int) -> list[tuple[int, list[int]]]:
-    """Clusters of distinct feeds that open with the same >= minimum tokens: (shared length, feed indices), each
-    cluster of two or more."""
-    if not feeds:
-        return []
-    order = sorted(range(len(feeds)), key=lambda j: feeds[j])
-    clusters: list[tuple[int, list[int]]] = []
-    run, length = [order[0]], 0
-    for a, b in zip(order, order[1:]):
-        shorter = min(len(feeds[a]), len(feeds[b]))
-        common = next((k for k in range(shorter) if feeds[a][k] != feeds[b][k]), shorter)
-        if common >= minimum:
-            length = common if len(run) == 1 else min(length, common)
-            run.append(b)
-            continue
-        if len(run) > 1:
-            clusters.append((length, run))
-        run = [b]
-    if len(run) > 1:
-        clusters.append((length, run))
-    return clusters
 
 
 class Engine:

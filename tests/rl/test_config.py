@@ -138,6 +138,8 @@ BAD = [
     ({"algorithm": {"dual_clip_c": 1.0}}, ("algorithm", "dual_clip_c"), "greater than 1"),
     ({"algorithm": {"name": "a2c"}}, ("algorithm", "name"), "'grpo'"),
     ({"learner": {"zero_stage": 3}}, ("learner", "zero_stage"), "1 or 2"),
+    ({"learner": {"ranks": 2, "ep_size": 2, "share_openings": True}}, ("learner", "share_openings"), "all-to-all"),
+    ({"learner": {"share_openings": True}, "algorithm": {"name": "ppo"}}, ("learner", "share_openings"), "critic"),
 ]
 
 
@@ -279,3 +281,10 @@ def test_async_rollouts_need_truncated_importance_weights():
     assert info.value.errors()[0]["loc"] == ("algorithm", "tis_cap")
     RunConfig(model={"preset": "debug"}, rollout={"max_staleness": 2}, algorithm={"tis_cap": 2.0})
     RunConfig(model={"preset": "debug"}, rollout={"max_staleness": 0}, algorithm={"tis_cap": None})
+
+
+def test_the_configs_critic_algorithms_are_the_tables():
+    from jointrl.rl.algorithms.table import ALGORITHMS
+    from jointrl.rl.config.training import CRITIC_ALGORITHMS
+
+    assert CRITIC_ALGORITHMS == {name for name, algorithm in ALGORITHMS.items() if algorithm.critic}

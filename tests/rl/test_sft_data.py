@@ -10,7 +10,7 @@ import torch
 from jointrl.model.config import ModelConfig
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.sft import SFTBatch, batch_order, read_conversations, sft_loss, train_sft
+from jointrl.rl.sft import SFTBatch, batch_order, batches, read_conversations, sft_loss, train_sft
 
 TOOLS = [{"type": "function", "function": {"name": "shell", "description": "run a command",
                                            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
@@ -123,3 +123,26 @@ def test_the_sft_loss_and_its_gradient_equal_the_masked_mean_over_full_logits():
     for name, p in model.named_parameters():
         if p.grad is not None:
             torch.testing.assert_close(fast[name], p.grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_sft_loss_sharing_openings_is_the_plain_loss_and_its_gradients():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**PRESETS["debug"].model_dump())).train()
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(8, 500, (40,), generator=g).tolist()  # a system prompt every demonstration repeats
+    examples = []
+    for n in (6, 11, 3, 9):
+        reply = torch.randint(8, 500, (n,), generator=g).tolist()
+        examples.append((prompt + reply, [0] * 40 + [1] * n))
+    examples.append((torch.randint(8, 500, (20,), generator=g).tolist(), [0] * 15 + [1] * 5))  # shares nothing
+    (batch,) = batches(examples, len(examples), pad_id=0, seed=0)
+    results = []
+    for share in (False, True):
+        model.zero_grad(set_to_none=True)
+        loss, _ = sft_loss(model, batch, share_openings=share)
+        loss.backward()
+        results.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (plain, plain_grads), (shared, shared_grads) = results
+    assert shared == pytest.approx(plain, rel=1e-5)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(shared_grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)

@@ -307,3 +307,39 @@ def test_detached_and_combine_metrics():
     parts = [{"a": 1.0, "ratio_max": 2.0}, {"a": 3.0, "ratio_max": 1.5, "b": -1.0}]
     assert combine_metrics(parts) == {"a": 4.0, "ratio_max": 2.0, "b": -1.0}
     assert combine_metrics([]) == {}
+
+
+def test_shared_openings_score_and_train_like_the_full_forward():
+    policy = build_policy()
+    g = torch.Generator().manual_seed(4)
+    openings = [torch.randint(8, 512, (n,), generator=g) for n in (40, 33)]
+    samples = random_samples([12, 20, 7, 15, 9], seed=5)
+    for s, opening in zip(samples, [openings[0], openings[1], openings[0], None, openings[1]]):
+        if opening is not None:  # a prompt shared with other rows, never scored
+            s.tokens = torch.cat([opening, s.tokens])
+            s.loss_mask = torch.cat([torch.zeros(len(opening) + 1), s.loss_mask[1:]])  # first scored after it
+            s.behavior_logprobs = torch.cat([torch.zeros(len(opening)), s.behavior_logprobs])
+            s.policy_version = torch.zeros(len(s.tokens), dtype=torch.long)
+    (mb,) = pack(samples, 10_000, PAD)
+    with torch.no_grad():  # what a rollout would have recorded, to replay under r3
+        recorded = forward_micro_batch(policy, mb, temperature=1.0, replay="off")
+    mb = replace(mb, routing=recorded.routing, sparse_topk=recorded.sparse_topk)
+    outs, grads = [], []
+    for share in (False, True):
+        policy.zero_grad(set_to_none=True)
+        out = forward_micro_batch(policy, mb, temperature=0.9, replay="r3", need_entropy=True, share_openings=share)
+        ((out.logprobs * mb.advantages).sum() + out.entropy.sum()).backward()
+        outs.append(out)
+        grads.append(param_grads(policy))
+    torch.testing.assert_close(outs[1].logprobs, outs[0].logprobs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(outs[1].entropy, outs[0].entropy, atol=1e-5, rtol=0)
+    # Replayed selections come back as they went in, in the rows' frame.
+    assert torch.equal(outs[1].sparse_topk[mb.valid], mb.sparse_topk[mb.valid])
+    assert torch.equal(outs[1].routing[mb.valid], mb.routing[mb.valid])
+    # Each opening is routed once for its two rows: 40 + 33 positions fewer than the full forward routes.
+    saved = (40 + 33) * policy.policy.cfg.n_active
+    assert (outs[1].expert_load.sum(-1) == outs[0].expert_load.sum(-1) - saved).all()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-5, rtol=1e-4, msg=name)
+    with pytest.raises(ValueError, match="value head"):
+        forward_micro_batch(build_policy(critic=True), mb, temperature=1.0, replay="r3", share_openings=True)

@@ -5,7 +5,8 @@ import torch
 from jointrl.model.generate import SamplingParams
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.rollout.engine import MIN_SHARED, Engine, TurnRequest, shared_openings
+from jointrl.model.openings import MIN_SHARED
+from jointrl.rl.rollout.engine import Engine, TurnRequest
 
 THINK, END_THINK, EOT = 5, 6, 7
 GREEDY = SamplingParams(temperature=0)
@@ -242,35 +243,6 @@ def test_identical_prompts_are_prefilled_once_and_every_step_is_one_column_wide(
         expected = logp.gather(-1, torch.tensor(r.tokens)[:, None]).squeeze(-1)
         torch.testing.assert_close(torch.tensor(r.logprobs), expected, atol=1e-5, rtol=1e-5)
     assert results[0].tokens != results[2].tokens or results[1].tokens != results[3].tokens
-
-
-def lcp(a, b):
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-def test_shared_openings_cluster_exactly_the_feeds_that_open_alike():
-    g = torch.Generator().manual_seed(12)
-    for _ in range(50):
-        # A small alphabet and shared stems make long common openings frequent.
-        def draw(high, longest):
-            return torch.randint(0, high, (int(torch.randint(0, longest, (1,), generator=g)),), generator=g).tolist()
-
-        stems = [draw(3, 8) for _ in range(3)]
-        feeds = []
-        for _ in range(int(torch.randint(0, 9, (1,), generator=g))):
-            feed = stems[int(torch.randint(0, 3, (1,), generator=g))] + draw(3, 5)
-            if feed and feed not in feeds:
-                feeds.append(feed)
-        clusters = shared_openings(feeds, 4)
-        where = {j: c for c, (_, js) in enumerate(clusters) for j in js}
-        assert len(where) == sum(len(js) for _, js in clusters), "clusters are disjoint"
-        for n, js in clusters:
-            assert len(js) >= 2 and n >= 4
-            assert n == min(lcp(feeds[a], feeds[b]) for a in js for b in js if a != b)
-        for a in range(len(feeds)):
-            for b in range(a + 1, len(feeds)):
-                same = a in where and where.get(a) == where.get(b)
-                assert same == (lcp(feeds[a], feeds[b]) >= 4), (feeds, clusters)
 
 
 def test_prompts_that_open_alike_share_one_forward_over_the_opening(model):
