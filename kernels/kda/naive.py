@@ -149,12 +149,15 @@ def chunk_kda(
 
     state = _initial_state(initial_state, (b, h, dk, dv), q.device)  # [B, H, K, V]
     outputs = []
-    for i in range(n):
-        g_i = g[:, :, i]  # [B, H, C, K]
-        written = u[:, :, i] - w[:, :, i] @ state  # [B, H, C, V]
-        outputs.append((q[:, :, i] * g_i.exp()) @ state + m_qk[:, :, i] @ written)
+    # Chunks taken apart once: indexing chunk i of each tensor inside the loop made every index's backward fill a
+    # zero gradient of the whole tensor and add them all up (a tenth of a CPU training step); unbind's backward
+    # stacks the chunks' gradients, the same numbers.
+    chunks = zip(*(x.unbind(2) for x in (q, k, g, u, w, m_qk)))
+    for q_i, k_i, g_i, u_i, w_i, m_i in chunks:  # [B, H, C, K | V | C]
+        written = u_i - w_i @ state  # [B, H, C, V]
+        outputs.append((q_i * g_i.exp()) @ state + m_i @ written)
         g_last = g_i[:, :, -1]  # [B, H, K]
-        carried = k[:, :, i] * (g_last[:, :, None] - g_i).exp()  # [B, H, C, K]
+        carried = k_i * (g_last[:, :, None] - g_i).exp()  # [B, H, C, K]
         state = g_last.exp()[..., None] * state + carried.transpose(-1, -2) @ written
     o = torch.stack(outputs, dim=2)  # [B, H, N, C, V]
     o = o.movedim(1, 3).flatten(1, 2)[:, :t]  # [B, T, H, V]

@@ -39,15 +39,15 @@ def grouped_swiglu(
 
     x_sorted [M, D], counts [E], gate_proj / up_proj [E, F, D], down_proj [E, D, F] -> [M, D].
     """
+    sizes = counts.tolist()
+    assert sum(sizes) == x_sorted.shape[0], "counts must sum to the number of sorted rows"
     outputs = []
-    start = 0
-    for e, n in enumerate(counts.tolist()):
+    # split and unbind, not an index per expert: each index's backward fills a zero gradient of the whole tensor.
+    groups = zip(x_sorted.split(sizes), gate_proj.unbind(0), up_proj.unbind(0), down_proj.unbind(0))
+    for rows, gate, up, down in groups:  # [n, D], [F, D], [F, D], [D, F]
         # Empty groups still run (on zero rows) so every expert gets a (zero) gradient, never None.
-        rows = x_sorted[start : start + n]  # [n, D]
-        hidden = F.silu(rows @ gate_proj[e].t()) * (rows @ up_proj[e].t())  # [n, F]
-        outputs.append(hidden @ down_proj[e].t())  # [n, D]
-        start += n
-    assert start == x_sorted.shape[0], "counts must sum to the number of sorted rows"
+        hidden = F.silu(rows @ gate.t()) * (rows @ up.t())  # [n, F]
+        outputs.append(hidden @ down.t())  # [n, D]
     return torch.cat(outputs, dim=0)  # [M, D]
 
 
