@@ -160,8 +160,10 @@ class ModelCache:
         src = torch.tensor(sources, device=self.n_valid.device)
         for layer, piece in zip(self.layers, part.layers):
             if isinstance(layer, KDAState):
-                layer.recurrent[dst] = piece.recurrent[src]
-                layer.conv[dst] = piece.conv[src]
+                # index_select, not indexing: a source copied to several rows sums their gradients in training
+                # (shared openings), and indexing's backward sums them in a thread-dependent order on CPU.
+                layer.recurrent[dst] = piece.recurrent.index_select(0, src)
+                layer.conv[dst] = piece.conv.index_select(0, src)
                 continue
             m = piece.length
             if m > layer.length:
@@ -174,7 +176,7 @@ class ModelCache:
             for name in ("kv_latent", "k_rope", "valid", "index_keys"):
                 target = getattr(layer, name)
                 if target is not None:
-                    target[dst, end - m : end] = getattr(piece, name)[src, :m]
+                    target[dst, end - m : end] = getattr(piece, name)[:, :m].index_select(0, src)
         self.n_valid[dst] = part.n_valid[src]
         self.length = next((layer.length for layer in self.layers if isinstance(layer, AttnCache)), self.length)
 

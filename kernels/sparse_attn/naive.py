@@ -34,9 +34,12 @@ def candidate_mask(k_valid: torch.Tensor, start: int, t: int) -> torch.Tensor:
 
 def _gather_slots(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """Rows of x [B, S, F] at indices [B, T, K] (-1 reads slot 0; callers mask it) -> [B, T, K, F]."""
-    rows = torch.arange(x.shape[0], device=x.device)[:, None, None]  # [B, 1, 1]
-    # Advanced indexing, not gather on an expanded x: its backward scatters into [B, S, F], not [B, T, S, F].
-    return x[rows, indices.clamp_min(0)]
+    b, s, f = x.shape
+    rows = torch.arange(b, device=x.device)[:, None, None] * s  # [B, 1, 1]
+    # index_select on the flattened rows, not gather on an expanded x (whose backward scatters into [B, T, S, F]) and
+    # not advanced indexing (whose backward accumulates repeated slots in a thread-dependent order on CPU).
+    flat = (rows + indices.clamp_min(0)).flatten()  # [B * T * K]
+    return x.reshape(b * s, f).index_select(0, flat).view(*indices.shape, f)
 
 
 def indexer_scores(

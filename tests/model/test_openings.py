@@ -152,3 +152,26 @@ def test_replayed_selections_go_in_and_come_out_in_the_rows_frame(model):
         for i, r in enumerate(rows):
             start = 50 if i in (0, 2, 5) else 36 if i in (1, 4) else 0
             assert torch.allclose(out.hidden[i, start : len(r)], reference.hidden[i, start : len(r)], atol=1e-5)
+
+
+def test_a_shared_opening_trains_to_the_same_bits_every_time():
+    """Two intra-op threads sum repeated indices' gradients in a racy order unless every copy is an index_select."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        model = Transformer(PRESETS["mini"]).train()
+        g = torch.Generator().manual_seed(5)
+        opening = torch.randint(8, 4000, (240,), generator=g).tolist()
+        rows = [opening + torch.randint(8, 4000, (int(n),), generator=g).tolist()
+                for n in torch.randint(60, 120, (16,), generator=g)]
+        tokens, valid = batch_of(rows)
+        mask = valid.clone()
+        mask[:, :241] = False
+        runs = []
+        for _ in range(2):
+            shared = forward_sharing_openings(model, tokens, valid, [241] * len(rows))
+            runs.append(grads(model, loss_of(shared.hidden, model, tokens, mask) + shared.aux_loss))
+        assert all(torch.equal(runs[0][name], runs[1][name]) for name in runs[0])
+    finally:
+        torch.set_num_threads(before)
