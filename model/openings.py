@@ -50,7 +50,8 @@ def forward_sharing_openings(model: Transformer, tokens: torch.Tensor, valid: to
     token-weighted mean: an opening counts once, not once per row, in the balance and indexer losses.
     """
     lengths = valid.sum(dim=1).tolist()
-    if not torch.equal(valid, torch.arange(valid.shape[1])[None, :] < valid.sum(dim=1, keepdim=True)):
+    device = tokens.device
+    if not torch.equal(valid, torch.arange(valid.shape[1], device=device)[None, :] < valid.sum(dim=1, keepdim=True)):
         raise ValueError("forward_sharing_openings needs right-padded rows (real tokens first)")
     rows = [tokens[i, : min(n, limit)].tolist() for i, (n, limit) in enumerate(zip(lengths, limits))]
     clusters = shared_openings(rows, minimum)
@@ -74,15 +75,17 @@ def forward_sharing_openings(model: Transformer, tokens: torch.Tensor, valid: to
     # tail follows), and DSA selections name slots here but token indices in the rows' frame.
     shift = [cache.length - s for s in start]
     tails = [n - s for n, s in zip(lengths, start)]
-    index = torch.tensor([[s + j for j in range(max(tails))] for s in start]).clamp_max(width - 1)  # [B, T]
-    tail_valid = torch.arange(max(tails))[None, :] < torch.tensor(tails)[:, None]  # [B, T]
+    steps = torch.arange(max(tails), device=device)[None, :]  # [1, T]
+    index = (torch.tensor(start, device=device)[:, None] + steps).clamp_max(width - 1)  # [B, T]
+    tail_valid = steps < torch.tensor(tails, device=device)[:, None]  # [B, T]
+    shifts = torch.tensor(shift, device=device)[:, None, None, None]  # [B, 1, 1, 1]
     take = index[..., None, None]
     tail_routing = None if routing is None else routing.gather(1, take.expand(-1, -1, *routing.shape[2:]))
     tail_topk = None
     if sparse_topk is not None:
         picked = sparse_topk.gather(1, take.expand(-1, -1, *sparse_topk.shape[2:]))
         keep = (picked >= 0) & tail_valid[..., None, None]  # a padding query's selection may name any slot
-        tail_topk = torch.where(keep, picked + torch.tensor(shift)[:, None, None, None], -1)
+        tail_topk = torch.where(keep, picked + shifts, -1)
     out = model(tokens.gather(1, index), valid=tail_valid, cache=cache, routing=tail_routing, sparse_topk=tail_topk,
                 return_logits=False)
 
