@@ -326,7 +326,8 @@ def test_quickstart_is_shipped_and_small():
     assert "quickstart.yaml" in SHIPPED
     cfg = load_recipe("quickstart")
     assert cfg.model.name == "mini" and cfg.algorithm.name == "grpo"
-    assert cfg.trainer.steps <= 50
+    # 64 steps of ~2.1 s fit its ten minutes on 2 cores with the cold start (docs/learning.md, session 18).
+    assert cfg.trainer.steps <= 64
     # Two domains: the tool-using domains besides terminal run 1-2k-token episodes a sub-million-parameter model cannot
     # learn in the quickstart's minutes on CPU (joint_grpo.yaml has all of them).
     assert len({m.glob.split("/")[0] for m in cfg.envs.mix}) >= 2
