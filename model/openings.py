@@ -37,6 +37,12 @@ def shared_openings(feeds: list[list[int]], minimum: int) -> list[tuple[int, lis
     return clusters
 
 
+def opening_limits(needed: torch.Tensor, valid: torch.Tensor) -> list[int]:
+    """How far each row's shared opening may reach: its first position whose output is needed (needed [B, W]), or its
+    whole length when none is."""
+    return torch.where(needed.any(dim=1), needed.int().argmax(dim=1), valid.sum(dim=1)).tolist()
+
+
 def forward_sharing_openings(model: Transformer, tokens: torch.Tensor, valid: torch.Tensor, limits: list[int],
                              routing: torch.Tensor | None = None, sparse_topk: torch.Tensor | None = None,
                              minimum: int = MIN_SHARED) -> ModelOutput:
@@ -60,14 +66,14 @@ def forward_sharing_openings(model: Transformer, tokens: torch.Tensor, valid: to
     b, width = tokens.shape
     cache = model.allocate_cache(b, width)
     start = [0] * b
-    heads: list[tuple[ModelOutput, list[int]]] = []
+    heads: list[tuple[ModelOutput, int, list[int]]] = []
     for n, members in sorted(clusters, key=lambda c: -c[0]):  # longest first: every opening ends at the last column
         opening = model.allocate_cache(1, n)
         first = members[0]
         head = model(tokens[first : first + 1, :n], cache=opening, return_logits=False,
                      routing=None if routing is None else routing[first : first + 1, :n],
                      sparse_topk=None if sparse_topk is None else sparse_topk[first : first + 1, :n])
-        heads.append((head, members))
+        heads.append((head, n, members))
         cache.put_rows(members, opening, [0] * len(members))
         for i in members:
             start[i] = n
@@ -101,14 +107,13 @@ def forward_sharing_openings(model: Transformer, tokens: torch.Tensor, valid: to
         if used_topk is not None:
             slots = out.sparse_topk[i, :t]
             used_topk[i, s : s + t] = torch.where(slots >= 0, slots - shift[i], -1)
-    for head, members in heads:
-        n = head.hidden.shape[1]
+    for head, n, members in heads:
         for i in members:
             if used_routing is not None:
                 used_routing[i, :n] = head.routing[0]
             if used_topk is not None:
                 used_topk[i, :n] = head.sparse_topk[0]
-    forwards = [(head, head.hidden.shape[1]) for head, _ in heads] + [(out, sum(tails))]
+    forwards = [(head, n) for head, n, _ in heads] + [(out, sum(tails))]
     loads = [f.expert_load for f, _ in forwards if f.expert_load is not None]
     return ModelOutput(
         logits=None, hidden=hidden, routing=used_routing, sparse_topk=used_topk,

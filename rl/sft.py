@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.nn.functional as F
 
-from jointrl.model.openings import forward_sharing_openings
+from jointrl.model.openings import forward_sharing_openings, opening_limits
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.model.transformer import ModelOutput, Transformer
 from jointrl.rl.progress import datasets_quiet
@@ -166,9 +166,7 @@ def sft_loss(model: Transformer, batch: SFTBatch, share_openings: bool = False) 
     that opening once (`forward_sharing_openings`): the same loss and gradients for fewer tokens.
     """
     if share_openings:
-        targeted = batch.loss_mask > 0
-        # A shared opening may end at the first position whose output a target needs.
-        limits = torch.where(targeted.any(dim=1), targeted.int().argmax(dim=1), batch.valid.sum(dim=1)).tolist()
+        limits = opening_limits(batch.loss_mask > 0, batch.valid)
         out = forward_sharing_openings(model, batch.tokens, batch.valid, limits)
     else:
         out = model(batch.tokens, valid=batch.valid, return_logits=False)

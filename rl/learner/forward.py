@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from jointrl.kernels.logprobs import token_logprobs
-from jointrl.model.openings import forward_sharing_openings
+from jointrl.model.openings import forward_sharing_openings, opening_limits
 from jointrl.rl.algorithms.advantages import gae, masked_moments, whiten
 from jointrl.rl.algorithms.table import ALGORITHMS, LossInputs, rl_loss
 from jointrl.rl.config.training import AlgorithmConfig
@@ -114,10 +114,8 @@ def forward_micro_batch(
     if share_openings:
         if not fused or model.value_head is not None:
             raise ValueError("share_openings needs the fused log-prob path and a policy without a value head")
-        # An opening may end at the first position whose output is scored.
-        limits = torch.where(scored.any(dim=1), scored.int().argmax(dim=1), mb.valid.sum(dim=1)).tolist()
-        out = forward_sharing_openings(model.policy, mb.inputs, mb.valid, limits, routing=routing,
-                                       sparse_topk=sparse_topk)
+        out = forward_sharing_openings(model.policy, mb.inputs, mb.valid, opening_limits(scored, mb.valid),
+                                       routing=routing, sparse_topk=sparse_topk)
         values = None
     else:
         out, values = model(mb.inputs, mb.valid, routing=routing, sparse_topk=sparse_topk, return_logits=not fused)

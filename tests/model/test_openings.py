@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from jointrl.model.openings import forward_sharing_openings, shared_openings
+from jointrl.model.openings import forward_sharing_openings, opening_limits, shared_openings
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
 
@@ -175,3 +175,9 @@ def test_a_shared_opening_trains_to_the_same_bits_every_time():
         assert all(torch.equal(runs[0][name], runs[1][name]) for name in runs[0])
     finally:
         torch.set_num_threads(before)
+
+
+def test_an_opening_reaches_to_the_first_needed_position_or_the_whole_row():
+    valid = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    needed = torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 0, 0], [1, 0, 0, 0, 1]], dtype=torch.bool)
+    assert opening_limits(needed, valid) == [2, 3, 0]
