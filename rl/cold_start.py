@@ -146,7 +146,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
         losses = train_drill(model, encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
-                             pack=sft.drill_pack, max_len=sft.max_len, pad_id=tokenizer.pad_id, seed=cfg.trainer.seed,
+                             pack=sft.drill_pack, max_len=sft.drill_max_len or sft.max_len, pad_id=tokenizer.pad_id,
+                             seed=cfg.trainer.seed,
                              log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"),
                              envs=envs if sft.drill_balance == "env" else None)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "

@@ -142,6 +142,9 @@ class SFTConfig(Section):
         0, ge=0, description="Extra demonstrations per env id for the drill's pairs (train seeds after the SFT demos')."
     )
     drill_pack: int = Field(8, ge=1, description="(message -> reply) pairs packed into one drill sequence.")
+    drill_max_len: int | None = Field(
+        None, gt=1, description="Longest drill sequence in tokens (None = max_len): a mix with long tool output "
+        "needs a long SFT max_len, while a pack cut short still trains every copy it holds, at a fraction of the cost.")
     drill_turns: Literal["calls", "tool", "all"] = Field(
         "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
         "answers to tool output (copying a figure out of it); all = also answers to a user message."
