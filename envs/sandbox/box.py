@@ -26,6 +26,7 @@ from pathlib import Path
 from jointrl.envs.sandbox.cgroup import CGROUP_ROOT, EpisodeGroup
 from jointrl.envs.sandbox.paths import copy_tree, open_in, open_up, regular
 from jointrl.envs.sandbox.process import Confinement, alive, collect, kill_tree
+from jointrl.envs.sandbox.runtime import DISTRIBUTIONS
 from jointrl.envs.sandbox.session import BashSession
 from jointrl.envs.sandbox.types import MAX_COMMAND_BYTES, Limits, RunResult, SandboxUnavailable
 
@@ -53,7 +54,8 @@ class Sandbox:
     """One episode's confined workspace: run commands in it, keep a shell in it, read and write its files."""
 
     def __init__(self, limits: Limits | None = None, files: dict[str, str | bytes] | None = None,
-                 backend: str | None = None, packages: dict[str, Path] | None = None):
+                 backend: str | None = None, packages: dict[str, Path] | None = None,
+                 site: tuple[str, ...] = DISTRIBUTIONS):
         self.limits = limits or Limits()
         backend = backend or sandbox_backend()
         if backend not in ("bwrap", "unshare"):
@@ -62,7 +64,9 @@ class Sandbox:
         # The owner's pid in the name lets a successor sweep what a killed worker left (sweep_orphans).
         base = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # packages: host folders the sandbox's Python imports by these names (read-only), e.g. a domain's API.
-        self._box = Confinement(backend, base, uid, packages, _episode_group(self.limits))
+        # site: the installed distributions its Python imports (runtime.py); each costs the sandbox's start a
+        # few mounts, so a domain whose tasks need none passes ().
+        self._box = Confinement(backend, base, uid, packages, _episode_group(self.limits), site)
         self._sessions: list[BashSession] = []
         self._finalizer = weakref.finalize(self, _cleanup, self._box, self._sessions)
         try:
@@ -186,12 +190,12 @@ def fresh_sandbox_from(src: Sandbox | Path, limits: Limits | None = None) -> San
         # Nothing of the episode may still be running while its workspace is read for scoring.
         src.stop()
         limits = limits or src.limits
-        origin, backend = src.workspace, src.backend
+        origin, backend, packages, site = src.workspace, src.backend, src._box.packages, src._box.site
     else:
-        origin, backend = Path(src), None
+        origin, backend, packages, site = Path(src), None, None, DISTRIBUTIONS
         if not origin.is_dir():
             raise ValueError(f"{origin} is not a directory to copy a workspace from")
-    fresh = Sandbox(limits, backend=backend, packages=src._box.packages if isinstance(src, Sandbox) else None)
+    fresh = Sandbox(limits, backend=backend, packages=packages, site=site)
     copy_tree(origin, fresh.workspace, max_bytes=fresh.limits.workspace_bytes)
     for directory, dirs, files in os.walk(fresh.workspace):
         for name in dirs + files:

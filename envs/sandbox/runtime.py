@@ -80,7 +80,7 @@ def site_entries(names: tuple[str, ...] = DISTRIBUTIONS) -> tuple[tuple[str, str
 
 @lru_cache(maxsize=None)
 def _interpreter_mounts() -> tuple[tuple, ...]:
-    """The interpreter's prefix, its hidden site-packages and SITE: the same for every command of a process."""
+    """The interpreter's prefix, its hidden site-packages and an empty SITE: the same for every command of a process."""
     prefix = os.path.realpath(sys.base_prefix)
     plan: list[tuple] = []
     if not any(prefix == f"/{top}" or prefix.startswith(f"/{top}/") for top in ("usr", "bin", "lib")):
@@ -92,13 +92,16 @@ def _interpreter_mounts() -> tuple[tuple, ...]:
     if os.path.isdir(purelib) and purelib.startswith(prefix + "/"):
         plan += [("tmpfs", purelib, 1 << 16, 0o755), ("readonly", purelib)]
     plan += [("tmpfs", "/opt", 1 << 16, 0o755), ("dir", SITE, 0o755)]
-    plan += [("ro", host, f"{SITE}/{name}") for host, name in site_entries()]
     return tuple(plan)
 
 
-def python_mounts(packages: dict[str, Path] | None = None) -> list[tuple]:
-    """Mount-plan operations (see confine.mount_plan) that give the sandbox its interpreter and SITE."""
+def python_mounts(packages: dict[str, Path] | None = None, site: tuple[str, ...] = DISTRIBUTIONS) -> list[tuple]:
+    """Mount-plan operations (see confine.mount_plan) that give the sandbox its interpreter and SITE.
+
+    site: the distributions SITE offers (each with what it requires); () leaves just the standard library.
+    """
     plan = list(_interpreter_mounts())
+    plan += [("ro", host, f"{SITE}/{name}") for host, name in site_entries(tuple(sorted(site)))]
     for name, folder in sorted((packages or {}).items()):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"sandbox package name {name!r} is not a Python identifier")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import random
-import shlex
 from typing import Iterator
 
 from jointrl.envs.base import Action, Env, ToolFailure, ToolResult, tool
@@ -25,7 +24,6 @@ SHELL_ENV = {
     "PAGER": "cat",
     "LC_ALL": "C",
 }
-EXPORTS = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in SHELL_ENV.items())
 
 SYSTEM = """You are working in a Linux shell on the task below. Its files are in the current directory, \
 /workspace, the only place you can write; there is no network.
@@ -71,7 +69,9 @@ class TerminalEnv(Env):
         rng = random.Random(f"terminal/{self.family}/{self.difficulty}/{seed}")
         self.task = GENERATORS[self.family](self.difficulty, rng)
         self.commands_run, self._last_output, self._scored, self.recorded = 0, "", None, {}
-        self.sandbox = Sandbox(files=self.task.files)
+        # Shell tasks import nothing beyond the standard library: no task packages, a sandbox's start 47 mounts
+        # lighter (a third of its CPU).
+        self.sandbox = Sandbox(files=self.task.files, site=())
         self.recorded = prepare(self.sandbox, self.task, SHELL_ENV)
         answers = any(isinstance(c, Answer) for c in self.task.checks)
         checked = "your final answer" if answers else "the final state of the files (names, contents, modes, repository, database)"
@@ -89,22 +89,21 @@ class TerminalEnv(Env):
         if self.sandbox is None:
             raise ToolFailure("there is no task: the episode has not been reset")
         if self.session is None:
-            self.session = self.sandbox.shell()
-            self.session.run(EXPORTS)
+            # The identity is the shell's environment, so a shell restarted after a timeout or `exit` has it too.
+            self.session = self.sandbox.shell(env=SHELL_ENV)
         self.commands_run += 1
         result = self.session.run(command, timeout=COMMAND_SECONDS)
-        if result.note:
-            # The shell was restarted (a timeout, or `exit`): its fresh state needs the identity again.
-            self.session.run(EXPORTS)
         self._last_output = result.stdout
         return ToolResult(content=clip(result.text()))
 
     def facts(self) -> list[Fact]:
-        """Every checked fact of the current state, scored on a fresh copy of the workspace."""
+        """Every checked fact of the current state, scored on a fresh copy of the workspace (none when only answers are)."""
         from jointrl.envs.sandbox import fresh_sandbox_from
 
         if self.task is None or self.sandbox is None:
             raise RuntimeError("there is no workspace to score: call reset() first, and score before close()")
+        if all(isinstance(check, Answer) for check in self.task.checks):
+            return verify(self.task.checks, None, self.final_answer, self.recorded)  # no file is read: no copy
         try:
             copy = fresh_sandbox_from(self.sandbox)
         except OSError as err:

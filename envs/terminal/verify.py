@@ -160,8 +160,8 @@ def sql_fact(view: Workspace, check: Sql) -> Fact:
 
 
 def verify(checks: list[Check], copy, answer: str | None, recorded: dict[str, str]) -> list[Fact]:
-    """Evaluate `checks` in order against `copy` (a Sandbox over a copy of the workspace)."""
-    view = Workspace(copy.workspace)
+    """Evaluate `checks` in order against `copy` (a Sandbox over a copy of the workspace; None if all are Answers)."""
+    view = Workspace(copy.workspace) if copy is not None else None
     facts: list[Fact] = []
     pending: list[Git] = []
     for check in checks:

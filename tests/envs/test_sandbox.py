@@ -30,6 +30,16 @@ def test_backend_in_use_and_commands_run(box):
     assert box.run(argv).stdout == "two words\n"
 
 
+def test_a_sandbox_offers_only_the_distributions_it_names_and_its_copy_the_same():
+    probe = ["python", "-c", "import json, sqlite3, importlib.util as u; print(u.find_spec('numpy') is None, "
+             "u.find_spec('openpyxl') is None)"]
+    with Sandbox(site=()) as bare, Sandbox(site=("numpy",)) as numeric:
+        assert bare.run(probe).stdout == "True True\n"  # the standard library, no task packages
+        assert numeric.run(probe).stdout == "False True\n"
+        with fresh_sandbox_from(numeric) as copy:
+            assert copy.run(probe).stdout == "False True\n"
+
+
 def test_run_result_text_and_inputs():
     with Sandbox() as box:
         result = box.run("echo out; echo err >&2; exit 3")

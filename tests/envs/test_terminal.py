@@ -281,6 +281,20 @@ def test_wrong_answer_scores_zero(play):
     assert env.signals()["success"] == 1.0
 
 
+def test_an_answer_is_scored_without_copying_the_workspace_and_files_with_a_copy(play, monkeypatch):
+    import jointrl.envs.sandbox as sandbox
+
+    copies = []
+    plain = sandbox.fresh_sandbox_from
+    monkeypatch.setattr(sandbox, "fresh_sandbox_from", lambda src: copies.append(src) or plain(src))
+    env = play("terminal/text-count-v0:easy", ["chmod 000 ."])  # a workspace no copy could read
+    (expected,) = [c.expected for c in env.task.checks if isinstance(c, Answer)]
+    env.answer(expected)
+    assert env.signals()["success"] == 1.0 and copies == []
+    move = task_of("terminal/organize-files-v0:easy").steps[1].command
+    assert play("terminal/organize-files-v0:easy", [move]).signals()["state_ok"] > 0 and len(copies) == 1
+
+
 def test_partial_organisation_gets_partial_credit(play):
     # The demo's move, stopped after its first group.
     move = task_of("terminal/organize-files-v0:easy").steps[1].command
