@@ -90,7 +90,8 @@ class BrowseEnv(Env):
             return f"No page matches {query!r}. Try other words, such as a name from the question."
         lines = [f"Results for {query!r}:"]
         for rank, hit in enumerate(hits, 1):
-            lines += [f"{rank}. {hit.page.title} — {hit.page.url}", f"   {hit.snippet}"]
+            # A link as pages write them: after '](' the url is the very tokens an `open` call's JSON string has.
+            lines += [f"{rank}. [{hit.page.title}]({hit.page.url})", f"   {hit.snippet}"]
         return "\n".join(lines)
 
     @tool(
@@ -164,7 +165,7 @@ class BrowseEnv(Env):
         solution, seen = self.question.solution, set()
         for op, arg in solution.steps:
             if op == "search":
-                yield Action("search", {"query": arg}, reasoning=f"I need the page of {arg}; search for it by name.")
+                yield Action("search", {"query": arg}, reasoning=f'I need the page of "{arg}"; search for it by name.')
                 continue
             if arg in seen:
                 continue

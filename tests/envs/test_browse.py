@@ -253,10 +253,10 @@ def test_search_returns_each_evidence_page_for_its_exact_title():
         for url in env.question.solution.evidence:
             title = env.pages[url].title
             first = _call(env, "search", query=title).content.split("\n")[1]
-            assert first.endswith(f"— {url}"), (title, first)
+            assert first.endswith(f"]({url})"), (title, first)
             # BM25 alone (the title's words in another order, with the kind) still ranks it near the top.
             words = " ".join(reversed(title.split())) + " " + env.world[url].kind
-            top = [line.rsplit("— ", 1)[1] for line in _call(env, "search", query=words, k=3).content.split("\n")[1::2]]
+            top = [line.rsplit("](", 1)[1][:-1] for line in _call(env, "search", query=words, k=3).content.split("\n")[1::2]]
             assert url in top, (words, top)
 
 
@@ -535,3 +535,39 @@ def test_long_trail_answers_read_from_distractor_pages_fail():
                     env.answer(str(right - figures[town] + figure))
                     assert env.signals()["success"] == 0.0, (seed, town, kind)
     assert all(seen.values()), seen
+
+
+@pytest.mark.parametrize("env_id", ["browse/lookup-v0:easy", "browse/chain-v0:easy"])
+def test_demo_calls_write_what_they_copy_as_the_same_tokens_as_their_source(env_id):
+    """A demo's search query is token for token in the question, and each url it opens in the output before it.
+
+    After a space a name starts on a space-prefixed token, so an unquoted name in the question was no copy a
+    small policy could make into the call's JSON string (docs/learning.md).
+    """
+    from jointrl.model.tokenizer import train_tokenizer
+    from jointrl.rl.demos import play_demo
+
+    demos = [play_demo(env_id, seed)[0] for seed in range(30)]
+    texts = [m.get("content") or "" for d in demos for m in d.messages[1:]]
+    texts += [c["function"]["arguments"] for d in demos for m in d.messages for c in m.get("tool_calls") or []]
+    tokenizer = train_tokenizer(texts, 2048)
+
+    def holds(source: str, value: str) -> bool:
+        """Whether the tokens of `value` as a JSON string argument are a run of the tokens of `source`."""
+        inner = tokenizer.encode(json.dumps({"k": value}))
+        start = tokenizer.encode('{"k": "')
+        assert inner[:len(start)] == start
+        rest = inner[len(start):]
+        # The value's own tokens, without the closing quote's (none if the quote merged into its last token).
+        wanted = next((rest[:k] for k in range(len(rest), 0, -1) if tokenizer.decode(rest[:k]) == value), None)
+        have = tokenizer.encode(source)
+        return wanted is not None and any(have[i:i + len(wanted)] == wanted for i in range(len(have)))
+
+    for demo in demos:
+        seen = ""
+        for message in demo.messages[1:]:
+            for call in message.get("tool_calls") or []:
+                args = json.loads(call["function"]["arguments"])
+                copied = args.get("query") or args.get("url")
+                assert holds(seen, copied), f"{copied!r} is not the same tokens in what the demo saw before"
+            seen += "\n" + (message.get("content") or "")
