@@ -97,7 +97,7 @@ class TerminalEnv(Env):
         return ToolResult(content=clip(result.text()))
 
     def facts(self) -> list[Fact]:
-        """Every checked fact of the current state, scored on a fresh copy of the workspace (none when only answers are)."""
+        """Every checked fact of the current state, scored on a fresh copy of the workspace (none for answers alone)."""
         from jointrl.envs.sandbox import fresh_sandbox_from
 
         if self.task is None or self.sandbox is None:

@@ -256,7 +256,8 @@ def test_search_returns_each_evidence_page_for_its_exact_title():
             assert first.endswith(f"]({url})"), (title, first)
             # BM25 alone (the title's words in another order, with the kind) still ranks it near the top.
             words = " ".join(reversed(title.split())) + " " + env.world[url].kind
-            top = [line.rsplit("](", 1)[1][:-1] for line in _call(env, "search", query=words, k=3).content.split("\n")[1::2]]
+            results = _call(env, "search", query=words, k=3).content.split("\n")[1::2]
+            top = [line.rsplit("](", 1)[1][:-1] for line in results]
             assert url in top, (words, top)
 
 

@@ -79,7 +79,8 @@ def test_the_drill_draws_env_ids_alike_and_cuts_at_its_own_length_when_the_recip
     monkeypatch.setattr(cold_start, "train_drill", spy)
     # drill_turns=all takes syllogism's answers too, so both env ids of the mix have pairs.
     assert main(["sft", "quickstart", *SHRINK, "trainer.sft.drill_balance=env", "trainer.sft.drill_turns=all",
-                 "trainer.sft.drill_max_len=96", f"checkpoint.dir={tmp_path}", f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"]) == 0
+                 "trainer.sft.drill_max_len=96", f"checkpoint.dir={tmp_path}", f"tracking.run_dir={tmp_path / 'run'}",
+                 "tracking.wandb_mode=disabled"]) == 0
     assert len(seen["envs"]) == 2 and all(seen["envs"])
     assert seen["max_len"] == 96  # the drill's own length, not SFT's
     assert sorted(i for env in seen["envs"] for i in env) == list(range(seen["pairs"]))
