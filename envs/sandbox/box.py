@@ -66,7 +66,7 @@ class Sandbox:
         # packages: host folders the sandbox's Python imports by these names (read-only), e.g. a domain's API.
         # site: the installed distributions its Python imports (runtime.py); each costs the sandbox's start a
         # few mounts, so a domain whose tasks need none passes ().
-        self._box = Confinement(backend, base, uid, packages, _episode_group(self.limits), site)
+        self._box = Confinement(backend, base, uid, site, packages, _episode_group(self.limits))
         self._sessions: list[BashSession] = []
         self._finalizer = weakref.finalize(self, _cleanup, self._box, self._sessions)
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jointrl.envs.sandbox.cgroup import EpisodeGroup
 from jointrl.envs.sandbox.confine import HOST_PATH, bwrap_argv, mount_plan, sandbox_env, unshare_argv
-from jointrl.envs.sandbox.runtime import DISTRIBUTIONS, PYTHON, python_env, python_mounts
+from jointrl.envs.sandbox.runtime import PYTHON, python_env, python_mounts
 from jointrl.envs.sandbox.seccomp import program as seccomp_program
 from jointrl.envs.sandbox.types import Capture, Limits
 
@@ -182,8 +182,8 @@ def collect(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[Capture, 
 class Confinement:
     """How to start a process inside one sandbox: backend, workspace, host uid. Holds no Sandbox reference."""
 
-    def __init__(self, backend: str, base: Path, uid: int | None, packages: dict[str, Path] | None = None,
-                 group: EpisodeGroup | None = None, site: tuple[str, ...] = DISTRIBUTIONS):
+    def __init__(self, backend: str, base: Path, uid: int | None, site: tuple[str, ...],
+                 packages: dict[str, Path] | None = None, group: EpisodeGroup | None = None):
         self.backend = backend
         self.base = base
         self.workspace = base / "workspace"
@@ -196,7 +196,7 @@ class Confinement:
     def argv(self, command: list[str], limits: Limits, env: dict[str, str] | None,
              seccomp_fd: int | None = None) -> list[str]:
         """The host command line that runs `command` confined (bwrap reads its seccomp filter from seccomp_fd)."""
-        plan = mount_plan(self.workspace, limits, python_mounts(self.packages, self.site))
+        plan = mount_plan(self.workspace, limits, python_mounts(self.site, self.packages))
         full_env = sandbox_env(env, python_env(), os.path.dirname(PYTHON))
         prefix = self.group.argv_prefix() if self.group is not None else []
         if self.backend == "bwrap":

@@ -95,7 +95,7 @@ def _interpreter_mounts() -> tuple[tuple, ...]:
     return tuple(plan)
 
 
-def python_mounts(packages: dict[str, Path] | None = None, site: tuple[str, ...] = DISTRIBUTIONS) -> list[tuple]:
+def python_mounts(site: tuple[str, ...], packages: dict[str, Path] | None = None) -> list[tuple]:
     """Mount-plan operations (see confine.mount_plan) that give the sandbox its interpreter and SITE.
 
     site: the distributions SITE offers (each with what it requires); () leaves just the standard library.
