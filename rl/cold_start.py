@@ -89,7 +89,7 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     first = cfg.envs.train_seeds.start
     demos, tokenizer = sft_data(cfg, console, counts)
 
-    for line in demo_misfits(tokenizer, demos, cfg.rollout):
+    for line in demo_misfits(tokenizer, demos, cfg.rollout, cfg.model.max_seq_len):
         console.print(f"[yellow]warning[/] {line}", highlight=False)
 
     model = load_pretrained(cfg.pretrained, cfg.model) if cfg.pretrained else Transformer(cfg.model)

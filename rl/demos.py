@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from jointrl.envs import registry
 from jointrl.model.tokenizer import JointTokenizer
 from jointrl.rl.config.rollout import RolloutConfig
+from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation
 
 
@@ -45,35 +47,64 @@ def collect_demos(env_ids: list[str], seeds: list[int]) -> list[Conversation]:
     return [conversation for conversation, signals in played if signals.get("success") == 1.0]
 
 
-def demo_needs(tokenizer: JointTokenizer, conversation: Conversation) -> tuple[int, int, int]:
-    """(assistant turns, the longest turn's generated tokens, all generated tokens) of a demonstration."""
-    _, mask = tokenizer.render_with_mask(conversation.messages, conversation.tools, conversation.tier)
-    runs, current = [], 0
-    for generated in mask:
+class DemoNeeds(NamedTuple):
+    """What playing a demonstration back asks of the rollout limits and the model."""
+
+    turns: int  # assistant turns
+    longest_turn: int  # generated tokens of the longest turn
+    generated: int  # generated tokens in all
+    thinking: int  # generated tokens inside <think>...</think>, all turns together (the tier's budget caps them)
+    context: int  # the whole rendered sequence (the model's max_seq_len caps it)
+
+
+def demo_needs(tokenizer: JointTokenizer, conversation: Conversation) -> DemoNeeds:
+    """The turns, generated, thinking and context tokens a demonstration needs to be played back whole."""
+    ids, mask = tokenizer.render_with_mask(conversation.messages, conversation.tools, conversation.tier)
+    runs, current, thinking, inside = [], 0, 0, False
+    for token, generated in zip(ids, mask):
         if generated:
             current += 1
+            # The engine counts the tokens between the markers, not the markers themselves.
+            if token in (tokenizer.think_start_id, tokenizer.think_end_id):
+                inside = token == tokenizer.think_start_id
+            elif inside:
+                thinking += 1
         elif current:
             runs.append(current)
             current = 0
     if current:
         runs.append(current)
-    return len(runs), max(runs, default=0), sum(runs)
+    return DemoNeeds(len(runs), max(runs, default=0), sum(runs), thinking, len(ids))
 
 
-def demo_misfits(tokenizer: JointTokenizer, demos: list[Conversation], rollout: RolloutConfig) -> list[str]:
-    """One line per env id whose demonstrations the rollout limits would cut: the policy could never finish
-    what the cold start taught it, and that env's pass rate stays 0 whatever RL does."""
-    needs: dict[str, list[tuple[int, int, int]]] = {}
+def demo_misfits(tokenizer: JointTokenizer, demos: list[Conversation], rollout: RolloutConfig,
+                 max_seq_len: int) -> list[str]:
+    """One line per env id whose demonstrations the rollout limits, the thinking budget of the tier the rollout
+    plays it in, or the model's context would cut: the policy could never finish what the cold start taught it,
+    and that env's pass rate stays 0 whatever RL does."""
+    needs: dict[str, list[DemoNeeds]] = {}
     for demo in demos:
         if demo.source is not None:
             needs.setdefault(demo.source, []).append(demo_needs(tokenizer, demo))
-    names = ("rollout.max_turns", "rollout.max_new_tokens_per_turn", "rollout.max_new_tokens_per_episode")
-    limits = (rollout.max_turns, rollout.max_new_tokens_per_turn, rollout.max_new_tokens_per_episode)
+    selector = TierSelector.from_config(rollout.tier_selection)
     lines = []
     for env_id, found in needs.items():
-        worst = [max(column) for column in zip(*found)]
-        cut = [f"{name} is {limit}, a demo needs {need}" for name, limit, need in zip(names, limits, worst) if need > limit]
+        # In ratios mode a task may draw the lowest of its tiers, so that budget is the one every demo must fit.
+        tier = min(selector.possible(env_id), key=lambda t: getattr(rollout.tiers, t))
+        limits = {
+            "rollout.max_turns": (rollout.max_turns, "turns"),
+            "rollout.max_new_tokens_per_turn": (rollout.max_new_tokens_per_turn, "longest_turn"),
+            "rollout.max_new_tokens_per_episode": (rollout.max_new_tokens_per_episode, "generated"),
+            f"rollout.tiers.{tier} (its thinking budget)": (getattr(rollout.tiers, tier), "thinking"),
+            "model.max_seq_len": (max_seq_len, "context"),
+        }
+        cut, over = [], set()
+        for name, (limit, field) in limits.items():
+            values = [getattr(need, field) for need in found]
+            if max(values) > limit:
+                cut.append(f"{name} is {limit}, a demo needs {max(values)}")
+                over |= {i for i, value in enumerate(values) if value > limit}
         if cut:
-            over = sum(any(n > limit for n, limit in zip(need, limits)) for need in found)
-            lines.append(f"{env_id}: {over} of {len(found)} demonstrations do not fit the rollout limits ({'; '.join(cut)})")
+            lines.append(f"{env_id}: {len(over)} of {len(found)} demonstrations do not fit the rollout limits "
+                         f"({'; '.join(cut)})")
     return lines

@@ -95,7 +95,8 @@ def loaded(sources: dict[str, str]) -> Iterator[tuple[str, dict[str, object]]]:
         yield root, modules
     finally:
         sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if n == root or n.startswith(root + ".")]:
+        # A snapshot: demos are played in threads, and another thread importing changes sys.modules meanwhile.
+        for name in [n for n in list(sys.modules) if n == root or n.startswith(root + ".")]:
             del sys.modules[name]
 
 

@@ -80,6 +80,12 @@ class TierSelector:
         """The selector a recipe's `rollout.tier_selection` describes."""
         return cls(mode=selection.mode, fixed=selection.fixed, ratios=selection.ratios)
 
+    def possible(self, env_id: str) -> list[str]:
+        """Every tier a task of `env_id` can be played in, in TIERS order (one but in ratios mode)."""
+        if self.mode == "ratios":
+            return list(self._tiers)
+        return [self.choose(env_id, random.Random(0))]
+
     def choose(self, env_id: str, rng: random.Random) -> str:
         """The tier of one task of `env_id`; only ratios mode draws from `rng`."""
         if self.mode == "ratios":

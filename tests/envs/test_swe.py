@@ -176,6 +176,39 @@ def test_probe_runs_cases_with_a_line_budget():
     assert outcome.value == 1 and not outcome.exhausted
 
 
+def test_probe_unloads_its_package_while_other_threads_import():
+    """Demos are collected in threads: another thread importing must not break a probe's clean-up of sys.modules."""
+    import threading
+    import types
+
+    stop = threading.Event()
+
+    def churn():
+        # Stands in for other threads' imports: sys.modules gains and loses entries the whole time.
+        i = 0
+        while not stop.is_set():
+            name = f"_churn_{i % 64}"
+            sys.modules[name] = types.ModuleType(name)
+            sys.modules.pop(f"_churn_{(i + 32) % 64}", None)
+            i += 1
+
+    sources = {"__init__": "", "m": "def f(n):\n    return n + 1\n"}
+    worker = threading.Thread(target=churn)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can, so a race shows within the test
+    worker.start()
+    try:
+        outcomes = [probe.run(sources, [(probe.Case(name="f", expr="f(1)"), {"f": "m"})]) for _ in range(3000)]
+    finally:
+        stop.set()
+        worker.join()
+        sys.setswitchinterval(interval)
+        for i in range(64):
+            sys.modules.pop(f"_churn_{i}", None)
+    assert all(outcome.value == 2 for (outcome,) in outcomes)
+    assert not [name for name in sys.modules if name.startswith(probe.PRIVATE_PREFIX)]
+
+
 # The train / held-out split of bug sites.
 
 def test_no_held_out_fix_is_also_a_train_fix():

@@ -12,28 +12,63 @@ CALL = {"id": "call_0", "type": "function", "function": {"name": "bash", "argume
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]
 
 
-def demo(source: str, answer: str) -> Conversation:
-    """Two assistant turns: a tool call, then an answer."""
-    messages = [{"role": "user", "content": "count the files"},
-                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+def demo(source: str, answer: str, reasoning: str | None = None) -> Conversation:
+    """Two assistant turns: a tool call (with reasoning when given), then an answer."""
+    call = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    if reasoning is not None:
+        call["reasoning_content"] = reasoning
+    messages = [{"role": "user", "content": "count the files"}, call,
                 {"role": "tool", "tool_call_id": "call_0", "content": "a b c"},
                 {"role": "assistant", "content": answer}]
     return Conversation(messages, TOOLS, "low", source=source)
 
 
+SHORT, LONG = "terminal/text-count-v0:easy", "terminal/archive-v0:easy"  # registered, so the tier selector knows them
+
+
 def test_a_demo_the_rollout_limits_would_cut_is_reported_with_the_key_and_both_numbers():
-    short, long = demo("t/short-v0:easy", "3"), demo("t/long-v0:easy", "three files: " + "a b c " * 20)
+    short, long = demo(SHORT, "3"), demo(LONG, "three files: " + "a b c " * 20)
     tokenizer = train_tokenizer([str(d.messages) for d in (short, long)] * 10, 512)
-    turns, longest, total = demo_needs(tokenizer, long)
+    turns, longest, total, thinking, context = demo_needs(tokenizer, long)
     # Property: the answer turn is the longest, and the two turns' generated tokens add up.
-    assert turns == 2 and longest > demo_needs(tokenizer, short)[1] and total > longest
+    assert turns == 2 and longest > demo_needs(tokenizer, short)[1] and total > longest and thinking == 0
+    assert context == len(tokenizer.render(long.messages, long.tools, long.tier))
     fits = RolloutConfig(max_turns=2, max_new_tokens_per_turn=longest, max_new_tokens_per_episode=total)
-    assert demo_misfits(tokenizer, [short, long], fits) == []
+    assert demo_misfits(tokenizer, [short, long], fits, context) == []
     tight = RolloutConfig(max_turns=1, max_new_tokens_per_turn=longest - 1, max_new_tokens_per_episode=total)
-    lines = demo_misfits(tokenizer, [short, long, long], tight)
-    assert lines[0].startswith("t/short-v0:easy: 1 of 1 demonstrations do not fit") and "max_turns is 1, a demo needs 2" in lines[0]
-    assert lines[1] == (f"t/long-v0:easy: 2 of 2 demonstrations do not fit the rollout limits (rollout.max_turns is 1, "
+    lines = demo_misfits(tokenizer, [short, long, long], tight, context)
+    assert lines[0].startswith(f"{SHORT}: 1 of 1 demonstrations do not fit")
+    assert "max_turns is 1, a demo needs 2" in lines[0]
+    assert lines[1] == (f"{LONG}: 2 of 2 demonstrations do not fit the rollout limits (rollout.max_turns is 1, "
                         f"a demo needs 2; rollout.max_new_tokens_per_turn is {longest - 1}, a demo needs {longest})")
+
+
+def test_thinking_past_the_tiers_budget_and_sequences_past_the_models_context_are_reported():
+    reasoning = "list the folder first, then count what it shows"
+    thoughtful = demo(SHORT, "3", reasoning)
+    tokenizer = train_tokenizer([str(thoughtful.messages)] * 10, 512)
+    needs = demo_needs(tokenizer, thoughtful)
+    # Reference: the reasoning's own tokens; the <think> and </think> markers are not thinking.
+    assert needs.thinking == len(tokenizer.encode(reasoning)) > 0
+    roomy = {"max_turns": 2, "max_new_tokens_per_turn": needs.longest_turn,
+             "max_new_tokens_per_episode": needs.generated}
+    budget = needs.thinking - 1
+    fixed = RolloutConfig(**roomy, tiers={"low": budget, "high": 1000, "max": 1000},
+                          tier_selection={"mode": "fixed", "fixed": {"terminal/*": "low"}})
+    assert demo_misfits(tokenizer, [thoughtful], fixed, needs.context) == [
+        f"{SHORT}: 1 of 1 demonstrations do not fit the rollout limits (rollout.tiers.low (its thinking budget) is "
+        f"{budget}, a demo needs {needs.thinking})"]
+    # The same budget in a tier the rollout never plays the env in cuts nothing.
+    played_high = RolloutConfig(**roomy, tiers={"low": budget, "high": 1000, "max": 1000},
+                                tier_selection={"mode": "fixed", "fixed": {"terminal/*": "high"}})
+    assert demo_misfits(tokenizer, [thoughtful], played_high, needs.context) == []
+    # In ratios mode a task may draw any tier with a positive ratio: the lowest budget decides.
+    drawn = RolloutConfig(**roomy, tiers={"low": budget, "high": 1000, "max": 1000},
+                          tier_selection={"mode": "ratios", "ratios": {"low": 0.1, "high": 0.9}})
+    assert "rollout.tiers.low (its thinking budget)" in demo_misfits(tokenizer, [thoughtful], drawn, needs.context)[0]
+    assert demo_misfits(tokenizer, [thoughtful], played_high, needs.context - 1) == [
+        f"{SHORT}: 1 of 1 demonstrations do not fit the rollout limits (model.max_seq_len is {needs.context - 1}, "
+        f"a demo needs {needs.context})"]
 
 
 def test_each_mix_entry_can_set_its_own_number_of_cold_start_demos():
