@@ -18,7 +18,7 @@ from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.drill import drill_pairs, train_drill
+from jointrl.rl.drill import ARROW, drill_pairs, read_messages, train_drill, train_spans
 from jointrl.rl.progress import Progress
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
@@ -102,6 +102,8 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     cut = sum(len(tokenizer.render(d.messages, d.tools, d.tier)) > sft.max_len + 1 for d in demos)
     console.print(f"{len(examples)} training sequences ({cut} cut at {sft.max_len} tokens)")
 
+    if sft.span_steps:
+        span_stage(cfg, model, tokenizer, demos, console)
     if sft.drill_steps:
         # Drill seeds come after every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
         copy_drill(cfg, model, tokenizer, demos, env_ids, first + max(counts.values()), console)
@@ -152,6 +154,21 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
                              envs=envs if sft.drill_balance == "env" else None)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
+    return losses
+
+
+def span_stage(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer,
+               demos: list[Conversation], console: Console) -> list[float]:
+    """The span-copy stage before the drill, on the messages of the SFT demos, in sequences of the drill's length."""
+    sft = cfg.trainer.sft
+    messages = [tokenizer.encode(text) for text in read_messages(demos)]
+    start = time.perf_counter()
+    with Progress(console, "spans", sft.span_steps) as progress:
+        losses = train_spans(model, messages, tokenizer.encode(ARROW), tokenizer.encode("\n"), steps=sft.span_steps,
+                             lr=sft.lr, batch_size=sft.batch_size, max_len=sft.drill_max_len or sft.max_len,
+                             seed=cfg.trainer.seed, log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"))
+    console.print(f"span copies: {len(messages)} messages, {len(losses)} steps in {time.perf_counter() - start:.0f}s, "
+                  f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return losses
 
 

@@ -7,6 +7,12 @@ learn the template and never the copy (docs/learning.md). The drill makes copy t
 assistant turn that calls tools with the message it answers (user question or tool output), writes the
 pair as plain text (the message, then the reply's tool-call arguments or content), packs `pack` random pairs
 into one sequence and trains next-token loss on every token. The SFT that follows teaches the chat format.
+
+Before the drill, an optional span stage (`train_spans`) teaches the copy itself: each segment is a message the
+policy reads, an arrow, and a random span of that message written again, with loss only on the span's tokens after
+its first. Nothing but a look back into the message predicts them, so the only way down is the induction that
+finds the span's first token in the message and copies what follows: the copy a coined name (`Dridou Compass`)
+needs, which the drill's few names among many template tokens did not teach (docs/learning.md).
 """
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ PAIR_CHARS = 600  # a pair's message is cut to its last this many characters: lo
 
 
 DRILL_TURNS = ("calls", "tool", "all")
+SPAN_TOKENS = (3, 12)  # shortest and longest copied span: a name, a path, a figure with its label
+ARROW = "\n> "
 
 
 def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> list[str]:
@@ -81,6 +89,64 @@ def drill_batch(encoded: list[list[int]], pack: int, batch_size: int, max_len: i
     return tokens, valid
 
 
+def read_messages(conversations: Iterable[Conversation]) -> list[str]:
+    """The text of every message the policy reads (user questions and tool output), each cut to its last PAIR_CHARS."""
+    return [message["content"][-PAIR_CHARS:] for conv in conversations for message in conv.messages
+            if message.get("role") in ("user", "tool") and (message.get("content") or "").strip()]
+
+
+def span_batch(messages: list[list[int]], arrow: list[int], end: list[int], batch_size: int, max_len: int,
+               rng: random.Random) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows of (message, arrow, a random span of it, end) segments cut to max_len + 1: (ids, valid, counted), each
+    [B, T + 1]; counted marks the span's tokens after its first (where the start was picked is not predictable).
+    Segments fill every row past max_len, so no row is padded."""
+    rows, marks = [], []
+    for _ in range(batch_size):
+        ids: list[int] = []
+        counted: list[bool] = []
+        while len(ids) < max_len + 1:
+            message = rng.choice(messages)
+            length = min(rng.randint(*SPAN_TOKENS), len(message))
+            start = rng.randrange(len(message) - length + 1)
+            span = message[start: start + length]
+            ids += message + arrow + span + end
+            counted += [False] * (len(message) + len(arrow) + 1) + [True] * (length - 1) + [False] * len(end)
+        rows.append(ids[: max_len + 1])
+        marks.append(counted[: max_len + 1])
+    tokens = torch.tensor(rows)
+    return tokens, torch.ones_like(tokens, dtype=torch.bool), torch.tensor(marks)
+
+
+def train_packed(model: Transformer, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]], *,
+                 steps: int, lr: float, log: Callable[[int, float], None] | None = None) -> list[float]:
+    """AdamW with cosine decay, next-token loss where the batch counts a target; the loss of each step.
+
+    next_batch() gives (ids [B, T + 1], valid [B, T + 1], counted [B, T + 1]): position t + 1's token is a target of
+    the loss when counted[t + 1].
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
+    model.train()
+    losses = []
+    for _ in range(steps):
+        tokens, valid, counted = next_batch()
+        out = model(tokens[:, :-1], valid=valid[:, :-1])
+        nll = F.cross_entropy(out.logits.flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")  # [B*T]
+        mask = counted[:, 1:].flatten().float()
+        loss = (nll * mask).sum() / mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        (loss + out.aux_loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        model.update_router_biases(out.expert_load)
+        losses.append(loss.item())
+        if log is not None:
+            log(len(losses), losses[-1])
+    model.eval()
+    return losses
+
+
 def train_drill(
     model: Transformer,
     encoded: list[list[int]],
@@ -95,31 +161,28 @@ def train_drill(
     log: Callable[[int, float], None] | None = None,
     envs: list[list[int]] | None = None,
 ) -> list[float]:
-    """AdamW with cosine decay, next-token loss on every real token of packed pairs; the loss of each step.
+    """The drill: next-token loss on every real token of packed pairs; the loss of each step.
 
     envs: the pairs of each env id (indices into encoded), to draw env ids uniformly (`drill_batch`).
     """
     if len(encoded) < 2:
         raise ValueError(f"the copy drill needs at least 2 (message -> reply) pairs, got {len(encoded)}")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
     rng = random.Random(seed)
-    model.train()
-    losses = []
-    for _ in range(steps):
+
+    def next_batch():
         tokens, valid = drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs)
-        out = model(tokens[:, :-1], valid=valid[:, :-1])
-        nll = F.cross_entropy(out.logits.flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")  # [B*T]
-        mask = valid[:, 1:].flatten().float()
-        loss = (nll * mask).sum() / mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        (loss + out.aux_loss).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        model.update_router_biases(out.expert_load)
-        losses.append(loss.item())
-        if log is not None:
-            log(len(losses), losses[-1])
-    model.eval()
-    return losses
+        return tokens, valid, valid
+
+    return train_packed(model, next_batch, steps=steps, lr=lr, log=log)
+
+
+def train_spans(model: Transformer, messages: list[list[int]], arrow: list[int], end: list[int], *, steps: int,
+                lr: float, batch_size: int, max_len: int, seed: int = 0,
+                log: Callable[[int, float], None] | None = None) -> list[float]:
+    """The span stage: loss on spans copied out of the messages before them (`span_batch`); the loss of each step."""
+    messages = [m for m in messages if len(m) >= SPAN_TOKENS[0]]
+    if not messages:
+        raise ValueError(f"the span stage needs messages of at least {SPAN_TOKENS[0]} tokens, got none")
+    rng = random.Random(seed)
+    return train_packed(model, lambda: span_batch(messages, arrow, end, batch_size, max_len, rng),
+                        steps=steps, lr=lr, log=log)

@@ -134,6 +134,10 @@ class SFTConfig(Section):
         False, description="Run the opening that a batch's demonstrations share (an env's system prompt and tool "
         "schemas) once per batch, each row going on from a copy of its state: the same loss and gradients for fewer "
         "tokens (model/openings.py); the balance and indexer losses then count the opening once, not once per row.")
+    span_steps: int = Field(
+        0, ge=0, description="Span-copy steps before the drill (rl/drill.py train_spans): the messages of the "
+        "demonstrations, each followed by a random span of itself, loss on the span only; 0 = none."
+    )
     drill_steps: int = Field(
         0, ge=0, description="Copy-drill steps before SFT (rl/drill.py): packed (message -> reply) pairs of the "
         "demonstrations, loss on every token; 0 = no drill."

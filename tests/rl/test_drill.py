@@ -8,7 +8,8 @@ import torch
 
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.drill import PAIR_CHARS, drill_batch, drill_pairs, train_drill
+from jointrl.rl.drill import (PAIR_CHARS, SPAN_TOKENS, drill_batch, drill_pairs, read_messages, span_batch, train_drill,
+                               train_spans)
 from jointrl.rl.sft import Conversation
 
 
@@ -94,3 +95,59 @@ def test_too_few_pairs_is_an_error():
     model = Transformer(PRESETS["debug"])
     with pytest.raises(ValueError, match="at least 2"):
         train_drill(model, [[1, 2]], steps=1, lr=1e-3, batch_size=1, pack=1, max_len=8, pad_id=0)
+
+
+def test_span_rows_count_only_a_span_copied_out_of_the_message_before_it():
+    # Every token id is used once across the messages, so a span's message is the one holding its first token.
+    messages = [list(range(100 * i, 100 * i + n)) for i, n in enumerate((5, 20, 40, 2), start=1)]
+    arrow, end = [7], [8]
+    tokens, valid, counted = span_batch(messages, arrow, end, batch_size=6, max_len=300, rng=random.Random(0))
+    assert tokens.shape == (6, 301) and bool(valid.all())
+    spans = 0
+    for row, marks in zip(tokens.tolist(), counted.tolist()):
+        t = 0
+        while t < len(row):
+            if not marks[t]:
+                t += 1
+                continue
+            first = t - 1  # the span's first token is not counted: where it starts is a free pick
+            last = t
+            while last + 1 < len(row) and marks[last + 1]:
+                last += 1
+            span = row[first: last + 1]
+            assert row[first - 1] == arrow[0]
+            message = messages[span[0] // 100 - 1]
+            start = message.index(span[0])
+            # Reference: the span is a run of its message, and that message stands right before the arrow.
+            assert span == message[start: start + len(span)]
+            assert row[first - 1 - len(message): first - 1] == message
+            if last + 1 < len(row):
+                assert min(SPAN_TOKENS[0], len(message)) <= len(span) <= SPAN_TOKENS[1] and row[last + 1] == end[0]
+            spans += 1
+            t = last + 1
+    assert spans > 20
+
+
+def test_read_messages_takes_what_the_policy_reads():
+    conv = Conversation([
+        {"role": "system", "content": "You are in a shell."},
+        {"role": "user", "content": "Count `pillow`."},
+        {"role": "assistant", "content": None, "tool_calls": [_call('{"command": "ls"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "y" * (PAIR_CHARS + 5)},
+        {"role": "assistant", "content": "3"},
+    ])
+    assert read_messages([conv]) == ["Count `pillow`.", "y" * PAIR_CHARS]
+
+
+def test_span_training_lowers_the_loss_on_the_copies():
+    torch.manual_seed(0)
+    cfg = PRESETS["debug"].model_copy(update={"vocab_size": 64})
+    model = Transformer(cfg)
+    rng = random.Random(1)
+    messages = [[rng.randrange(8, 64) for _ in range(rng.randrange(6, 16))] for _ in range(200)]
+    losses = train_spans(model, messages, [1], [2], steps=80, lr=3e-3, batch_size=8, max_len=96, seed=0)
+    assert len(losses) == 80 and not model.training
+    # Chance on the copied tokens is ln(56) = 4.0 or more; the loss falls only as the model copies.
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
+    with pytest.raises(ValueError, match="at least 3 tokens"):
+        train_spans(model, [[1, 2]], [1], [2], steps=1, lr=1e-3, batch_size=1, max_len=8)
