@@ -100,12 +100,14 @@ def span_batch(messages: list[list[int]], arrow: list[int], end: list[int], batc
     """Rows of (message, arrow, a random span of it, end) segments cut to max_len + 1: (ids, valid, counted), each
     [B, T + 1]; counted marks the span's tokens after its first (where the start was picked is not predictable).
     Segments fill every row past max_len, so no row is padded."""
+    # A message keeps its last tokens so that a whole segment fits a row: every row then counts some copies.
+    room = max(1, max_len + 1 - len(arrow) - SPAN_TOKENS[1] - len(end))
     rows, marks = [], []
     for _ in range(batch_size):
         ids: list[int] = []
         counted: list[bool] = []
         while len(ids) < max_len + 1:
-            message = rng.choice(messages)
+            message = rng.choice(messages)[-room:]
             length = min(rng.randint(*SPAN_TOKENS), len(message))
             start = rng.randrange(len(message) - length + 1)
             span = message[start: start + length]

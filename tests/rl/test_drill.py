@@ -126,6 +126,9 @@ def test_span_rows_count_only_a_span_copied_out_of_the_message_before_it():
             spans += 1
             t = last + 1
     assert spans > 20
+    # A message longer than a row keeps its tail, so each row still ends its first segment with counted copies.
+    _, _, counted = span_batch([list(range(500))], arrow, end, batch_size=4, max_len=40, rng=random.Random(0))
+    assert bool(counted.any(dim=1).all())
 
 
 def test_read_messages_takes_what_the_policy_reads():
