@@ -87,15 +87,16 @@ def demo_misfits(tokenizer: JointTokenizer, demos: list[Conversation], rollout: 
         if demo.source is not None:
             needs.setdefault(demo.source, []).append(demo_needs(tokenizer, demo))
     selector = TierSelector.from_config(rollout.tier_selection)
+    budgets = rollout.tiers.model_dump()  # tier -> thinking tokens, as the agent loop takes them
     lines = []
     for env_id, found in needs.items():
         # In ratios mode a task may draw the lowest of its tiers, so that budget is the one every demo must fit.
-        tier = min(selector.possible(env_id), key=lambda t: getattr(rollout.tiers, t))
+        tier = min(selector.possible(env_id), key=budgets.__getitem__)
         limits = {
             "rollout.max_turns": (rollout.max_turns, "turns"),
             "rollout.max_new_tokens_per_turn": (rollout.max_new_tokens_per_turn, "longest_turn"),
             "rollout.max_new_tokens_per_episode": (rollout.max_new_tokens_per_episode, "generated"),
-            f"rollout.tiers.{tier} (its thinking budget)": (getattr(rollout.tiers, tier), "thinking"),
+            f"rollout.tiers.{tier} (its thinking budget)": (budgets[tier], "thinking"),
             "model.max_seq_len": (max_seq_len, "context"),
         }
         cut, over = [], set()
