@@ -182,10 +182,12 @@ def pocket(rng: random.Random, difficulty: str) -> Part:
         features = (add("block", box((l, w, h))), cut("pocket", translate(box((x1 - x0, y1 - y0, h - floor + 1)), (x0, y0, floor))))
         text = (frame + f" with a rectangular pocket cut down from the top face: the pocket occupies "
                 f"{x0} <= x <= {x1}, {y0} <= y <= {y1}, {floor} <= z <= {h}.")
+        # The program restates the text's numbers in its order and lets Python take the differences.
         code = program(f"""
 block = box(({l}, {w}, {h}))
+x0, x1, y0, y1, z0, z1 = {x0}, {x1}, {y0}, {y1}, {floor}, {h}
 # The cutter rises 1 mm above the top face so the pocket opens cleanly.
-pocket = translate(box(({x1 - x0}, {y1 - y0}, {h - floor + 1})), ({x0}, {y0}, {floor}))
+pocket = translate(box((x1 - x0, y1 - y0, z1 + 1 - z0)), (x0, y0, z0))
 part = difference(block, pocket)
 save(part)
 """)

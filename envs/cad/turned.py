@@ -5,7 +5,7 @@ import math
 import random
 
 from jointrl.envs.cad.kit.csg import box, cylinder, translate
-from jointrl.envs.cad.part import Part, add, cut, listing, num, point, polar, program, sample
+from jointrl.envs.cad.part import Part, add, cut, listing, num, point, points, polar, program, sample
 
 
 def flange(rng: random.Random, difficulty: str) -> Part:
@@ -86,9 +86,10 @@ def shaft(rng: random.Random, difficulty: str) -> Part:
         features = tuple(add(f"section_{i + 1}", translate(cylinder(lengths[i], diameters[i] / 2), (0, 0, zs[i]))) for i in range(n))
         steps = listing([f"from z = {zs[i]} to z = {zs[i + 1]} diameter {diameters[i]}" for i in range(n)])
         text = f"Model a stepped shaft on the z axis made of coaxial cylinders: {steps}."
+        # The program restates the text's numbers in its order and lets Python take the differences.
         code = program(f"""
-sections = {[(zs[i], lengths[i], diameters[i]) for i in range(n)]}  # (start z, length, diameter)
-part = union([translate(cylinder(length, d / 2), (0, 0, z)) for z, length, d in sections])
+sections = {points([(zs[i], zs[i + 1], diameters[i]) for i in range(n)])}  # (start z, end z, diameter)
+part = union([translate(cylinder(end - z, d / 2), (0, 0, z)) for z, end, d in sections])
 save(part)
 """)
         return Part("shaft", text, code, features, {"lengths": lengths, "diameters": diameters})
@@ -173,7 +174,17 @@ def stack(rng: random.Random, difficulty: str) -> Part:
                 f"standing on z = 0 and each resting directly on the one below. The bottom washer's outer diameter is "
                 f"{ods[0]}, and each washer's outer diameter is {ods[0] - ods[1]} mm smaller than the one below it. "
                 f"All share a through-bore of diameter {bore}.")
-    code = program(f"""
+    if difficulty == "easy":
+        # As the text gives them: each washer's bottom and top, then the bore; Python takes the differences.
+        code = program(f"""
+layers = {points([(zs[i], zs[i + 1], ods[i]) for i in range(n)])}  # (bottom z, top z, outer diameter)
+washers = union([translate(cylinder(top - z, d / 2), (0, 0, z)) for z, top, d in layers])
+bore = translate(cylinder({num(zs[-1])} + 2, {bore} / 2), (0, 0, -1))
+part = difference(washers, bore)
+save(part)
+""")
+    else:
+        code = program(f"""
 layers = {[(zs[i], thick[i], ods[i]) for i in range(n)]}  # (bottom z, thickness, outer diameter)
 washers = union([translate(cylinder(t, d / 2), (0, 0, z)) for z, t, d in layers])
 part = difference(washers, translate(cylinder({num(zs[-1] + 2)}, {num(bore / 2)}), (0, 0, -1)))

@@ -287,6 +287,20 @@ def test_parts_are_deterministic_distinct_and_hard_has_its_holes(family):
     assert len({make_part(family, "medium", s).text for s in SEEDS}) >= 3
 
 
+NUMBER = r"-?\d+(?:\.\d+)?"
+DATA_LINE = {"channel": "profile = ", "shaft": "sections = ", "stack": "layers = ", "pocket": "x0, x1, y0, y1, z0, z1 = "}
+
+
+@pytest.mark.parametrize("family", sorted(DATA_LINE))
+def test_easy_programs_copy_the_texts_numbers_in_order(family):
+    # A small policy learns a copy far sooner than arithmetic: the demo's data line must be a run of the text's numbers.
+    for seed in range(30):
+        part = make_part(family, "easy", seed)
+        line = next(row for row in part.program.splitlines() if row.startswith(DATA_LINE[family]))
+        copied = re.findall(NUMBER, line.split("=", 1)[1].split("#")[0])
+        text = re.findall(NUMBER, part.text)
+        assert any(text[i:i + len(copied)] == copied for i in range(len(text))), (family, seed, copied, part.text)
+
 # The env, through the sandbox.
 
 def _call(env, name, **arguments):
