@@ -41,7 +41,7 @@ from jointrl.rl.config.run import RunConfig
 from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.progress import output_console
-from jointrl.rl.significance import Change, compare_runs, family_of
+from jointrl.rl.significance import Change, compare_runs, family_of, task_pass_rates
 from jointrl.rl.trainer import policy_from_state, train
 
 ARMS = ("sft", "single", "joint", "learnability")
@@ -90,19 +90,30 @@ def report(runs: list[dict[str, EvalSummary]], console: Console) -> dict:
     if "joint" in first and "single" in first:
         pairs = [(r["single"], _matching(r["joint"], r["single"])) for r in runs]
         transfer = {c.group: c for c in compare_runs(pairs, family_of)}
-    families = sorted({c for changes in vs_sft.values() for c in changes if c != "all"})
+    sft_alone = _pass_rates([r["sft"] for r in runs])
+    families = sorted({c for changes in vs_sft.values() for c in changes if c != "all"} | set(sft_alone) - {"all"})
     pooled = f", pooled over {len(runs)} cold starts (runs, then tasks)" if len(runs) > 1 else ""
     title = f"held-out pass rate: change from SFT per arm, paired bootstrap 95% CI{pooled} (* = significant)"
     table = Table(title=title)
     for name in ("family", "SFT", *(f"{arm}" for arm in vs_sft), "joint - single"):
         table.add_column(name, justify="left" if name == "family" else "right")
     for family in [*families, "all"]:
-        base = next((changes[family].a for changes in vs_sft.values() if family in changes), None)
+        base = next((changes[family].a for changes in vs_sft.values() if family in changes), sft_alone.get(family))
         table.add_row(family, "-" if base is None else f"{base:.3f}",
                       *(_cell(changes.get(family)) for changes in vs_sft.values()), _cell(transfer.get(family)))
     console.print(table)
     return {"vs_sft": {arm: {g: c.to_json() for g, c in changes.items()} for arm, changes in vs_sft.items()},
             "transfer": {g: c.to_json() for g, c in transfer.items()}}
+
+
+def _pass_rates(evaluations: list[EvalSummary]) -> dict[str, float]:
+    """Per family and "all": the mean over evaluations of the mean task pass rate (the SFT column with no RL arm)."""
+    per_run = []
+    for evaluation in evaluations:
+        rates = task_pass_rates(evaluation, family_of)
+        every = [rate for tasks in rates.values() for rate in tasks.values()]
+        per_run.append({**{g: sum(t.values()) / len(t) for g, t in rates.items()}, "all": sum(every) / len(every)})
+    return {g: sum(r[g] for r in per_run) / len(per_run) for g in per_run[0]} if per_run else {}
 
 
 def _matching(reference: EvalSummary, other: EvalSummary) -> EvalSummary:

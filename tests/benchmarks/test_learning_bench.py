@@ -67,6 +67,15 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     assert alone["change"] == 0.5 and alone["tasks"] == 4
 
 
+def test_a_cold_start_alone_reports_its_pass_rate_per_family():
+    # --arms sft: no RL arm to compare with, so the SFT column is the cold start's own rate (1 of 4, then 3 of 4).
+    runs = [{"sft": _evaluation([1, 0, 0, 0])}, {"sft": _evaluation([1, 1, 1, 0])}]
+    console = Console(record=True, width=200)
+    _module().report(runs, console)
+    rows = [line for line in console.export_text().splitlines() if "text-count" in line or "all" in line]
+    assert len(rows) == 2 and all("0.500" in row for row in rows)
+
+
 def test_held_out_offset_moves_every_env_id_to_later_seeds(monkeypatch):
     bench = _module()
     cfg = load_recipe("quickstart", ["model.preset=debug"])
