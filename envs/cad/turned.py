@@ -169,12 +169,6 @@ def stack(rng: random.Random, difficulty: str) -> Part:
         layers = listing([f"z = {num(zs[i])} to {num(zs[i + 1])} with outer diameter {ods[i]}" for i in range(n)])
         text = (f"Model a stack of coaxial washers on the z axis, each directly on the one below: {layers}. "
                 f"A through-bore of diameter {bore} runs through all of them on the axis.")
-    else:
-        text = (f"Model a stack of {n} coaxial washers on the z axis, each {num(thick[0])} mm thick, the bottom one "
-                f"standing on z = 0 and each resting directly on the one below. The bottom washer's outer diameter is "
-                f"{ods[0]}, and each washer's outer diameter is {ods[0] - ods[1]} mm smaller than the one below it. "
-                f"All share a through-bore of diameter {bore}.")
-    if difficulty == "easy":
         # As the text gives them: each washer's bottom and top, then the bore; Python takes the differences.
         code = program(f"""
 layers = {points([(zs[i], zs[i + 1], ods[i]) for i in range(n)])}  # (bottom z, top z, outer diameter)
@@ -184,6 +178,10 @@ part = difference(washers, bore)
 save(part)
 """)
     else:
+        text = (f"Model a stack of {n} coaxial washers on the z axis, each {num(thick[0])} mm thick, the bottom one "
+                f"standing on z = 0 and each resting directly on the one below. The bottom washer's outer diameter is "
+                f"{ods[0]}, and each washer's outer diameter is {ods[0] - ods[1]} mm smaller than the one below it. "
+                f"All share a through-bore of diameter {bore}.")
         code = program(f"""
 layers = {[(zs[i], thick[i], ods[i]) for i in range(n)]}  # (bottom z, thickness, outer diameter)
 washers = union([translate(cylinder(t, d / 2), (0, 0, z)) for z, t, d in layers])
