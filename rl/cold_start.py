@@ -18,7 +18,7 @@ from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.drill import ARROW, drill_pairs, read_messages, train_drill, train_spans
+from jointrl.rl.drill import ARROW, drill_pairs, read_messages, reply_start, train_drill, train_spans
 from jointrl.rl.progress import Progress
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
@@ -137,11 +137,14 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     start = time.perf_counter()
     extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
     encoded: list[list[int]] = []
+    starts: list[int] = []  # where each pair's reply begins, for a loss on the replies only
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
     for conversation in demos + extra:
         for pair in drill_pairs([conversation], sft.drill_turns):
             by_env.setdefault(conversation.source, []).append(len(encoded))
             encoded.append(tokenizer.encode(pair))
+            if sft.drill_loss == "reply":
+                starts.append(reply_start(pair, encoded[-1], tokenizer.decode))
     envs = list(by_env.values())
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
                   f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
@@ -151,7 +154,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
                              pack=sft.drill_pack, max_len=sft.drill_max_len or sft.max_len, pad_id=tokenizer.pad_id,
                              seed=cfg.trainer.seed,
                              log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"),
-                             envs=envs if sft.drill_balance == "env" else None)
+                             envs=envs if sft.drill_balance == "env" else None,
+                             starts=starts if sft.drill_loss == "reply" else None)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
     return losses

@@ -6,7 +6,9 @@ such copies among hundreds of tokens of fixed system prompt. Small models traine
 learn the template and never the copy (docs/learning.md). The drill makes copy targets dense: it takes each
 assistant turn that calls tools with the message it answers (user question or tool output), writes the
 pair as plain text (the message, then the reply's tool-call arguments or content), packs `pack` random pairs
-into one sequence and trains next-token loss on every token. The SFT that follows teaches the chat format.
+into one sequence and trains next-token loss on every token, or on the replies' only (`drill_loss: reply`: a
+message of random numbers is noise to predict, and counting it slowed the copy of a list, docs/learning.md). The
+SFT that follows teaches the chat format.
 
 Before the drill, an optional span stage (`train_spans`) teaches the copy itself: each segment is a message the
 policy reads, an arrow, and a random span of that message written again, with loss only on the span's tokens after
@@ -65,28 +67,48 @@ def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> 
     return pairs
 
 
+def reply_start(pair: str, ids: list[int], decode: Callable[[list[int]], str]) -> int:
+    """Index of the first token of a drill pair's reply in its ids: the first past the message and its arrow."""
+    # The arrow's space joins the reply's first token; a message holding an arrow of its own counts from there.
+    cut = pair.index(ARROW) + len(ARROW.rstrip())
+    low, high = 0, len(ids)
+    while low < high:  # the fewest leading tokens that decode to the message and "\n>"
+        middle = (low + high) // 2
+        if len(decode(ids[:middle])) >= cut:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def drill_batch(encoded: list[list[int]], pack: int, batch_size: int, max_len: int, pad_id: int,
-                rng: random.Random, envs: list[list[int]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of `pack` random pairs per row, cut to max_len + 1: (ids [B, T + 1], valid [B, T + 1]).
+                rng: random.Random, envs: list[list[int]] | None = None,
+                starts: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch of `pack` random pairs per row, cut to max_len + 1: (ids, valid, counted), each [B, T + 1].
 
     envs (indices into encoded, one list per env id): each pair is drawn from an env id chosen uniformly, so an
     env with few tool turns is drilled as often as one with many; None draws distinct pairs uniformly.
+    starts (each pair's `reply_start`): counted marks the replies' tokens only; None counts every real token.
     """
-    rows = []
+    rows, marks = [], []
     for _ in range(batch_size):
         if envs is None:
-            picked = rng.sample(encoded, min(pack, len(encoded)))
+            picked = rng.sample(range(len(encoded)), min(pack, len(encoded)))
         else:
-            picked = [encoded[rng.choice(rng.choice(envs))] for _ in range(pack)]
-        ids = [token for pair in picked for token in pair]
+            picked = [rng.choice(rng.choice(envs)) for _ in range(pack)]
+        ids = [token for i in picked for token in encoded[i]]
+        counted = [starts is None or t >= starts[i] for i in picked for t in range(len(encoded[i]))]
         rows.append(ids[: max_len + 1])
+        marks.append(counted[: max_len + 1])
     width = max(len(ids) for ids in rows)
     tokens = torch.full((batch_size, width), pad_id, dtype=torch.long)
     valid = torch.zeros(batch_size, width, dtype=torch.bool)
-    for r, ids in enumerate(rows):
+    counted = torch.zeros(batch_size, width, dtype=torch.bool)
+    for r, (ids, marked) in enumerate(zip(rows, marks)):
         tokens[r, : len(ids)] = torch.tensor(ids)
         valid[r, : len(ids)] = True
-    return tokens, valid
+        counted[r, : len(ids)] = torch.tensor(marked)
+    return tokens, valid, counted
 
 
 def read_messages(conversations: Iterable[Conversation]) -> list[str]:
@@ -162,8 +184,9 @@ def train_drill(
     seed: int = 0,
     log: Callable[[int, float], None] | None = None,
     envs: list[list[int]] | None = None,
+    starts: list[int] | None = None,
 ) -> list[float]:
-    """The drill: next-token loss on every real token of packed pairs; the loss of each step.
+    """The drill: next-token loss on packed pairs' real tokens (their replies' with starts); the loss of each step.
 
     envs: the pairs of each env id (indices into encoded), to draw env ids uniformly (`drill_batch`).
     """
@@ -172,8 +195,7 @@ def train_drill(
     rng = random.Random(seed)
 
     def next_batch():
-        tokens, valid = drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs)
-        return tokens, valid, valid
+        return drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs, starts)
 
     return train_packed(model, next_batch, steps=steps, lr=lr, log=log)
 

@@ -157,6 +157,11 @@ class SFTConfig(Section):
         "pair", description="How the drill draws pairs: pair = uniformly over all pairs (an env id with more tool "
         "turns gets more); env = an env id uniformly, then one of its pairs (a mix of families drills each alike)."
     )
+    drill_loss: Literal["all", "reply"] = Field(
+        "all", description="Which tokens of a drill pair the loss counts: all, or the reply's only. A message's own "
+        "random numbers are noise to predict: counted, they held a list's copy at 0.45 of its digits after 2,500 "
+        "steps, against 0.99 (benchmarks/list_copy.py, docs/learning.md)."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."

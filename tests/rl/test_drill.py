@@ -47,14 +47,44 @@ def test_pairs_are_each_assistant_turn_with_the_message_it_answers():
 def test_a_batch_row_packs_whole_distinct_pairs_and_is_cut_at_max_len():
     # Pair i is [10i, 10i + 1, ..., 10i + 2]: a row splits back into whole pairs only if it packed whole pairs.
     encoded = [[10 * i, 10 * i + 1, 10 * i + 2] for i in range(1, 30)]
-    tokens, valid = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=random.Random(0))
+    tokens, valid, _ = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=random.Random(0))
     assert tokens.shape == (5, 12) and bool(valid.all())
     for row in tokens.tolist():
         heads = row[0::3]
         assert all(row[j:j + 3] == [h, h + 1, h + 2] for j, h in zip(range(0, 12, 3), heads))
         assert len(set(heads)) == 4, "a row repeats a pair"
-    cut, cut_valid = drill_batch(encoded, pack=4, batch_size=2, max_len=6, pad_id=0, rng=random.Random(0))
+    cut, cut_valid, _ = drill_batch(encoded, pack=4, batch_size=2, max_len=6, pad_id=0, rng=random.Random(0))
     assert cut.shape == (2, 7) and bool(cut_valid.all())
+
+
+def test_with_reply_starts_a_row_counts_each_pairs_reply_and_nothing_before_it():
+    # Pair i is [10i, ..., 10i + 4] with its reply from index starts[i] on: a token's id says what it is.
+    encoded = [[10 * i + j for j in range(5)] for i in range(1, 9)]
+    starts = [1 + i % 3 for i in range(8)]
+    tokens, valid, counted = drill_batch(encoded, pack=3, batch_size=6, max_len=100, pad_id=0, rng=random.Random(0),
+                                         starts=starts)
+    for row, marks in zip(tokens.tolist(), counted.tolist()):
+        assert marks == [token % 10 >= starts[token // 10 - 1] for token in row]
+    _, plain_valid, plain_counted = drill_batch(encoded, pack=3, batch_size=6, max_len=100, pad_id=0,
+                                                rng=random.Random(0))
+    assert torch.equal(plain_counted, plain_valid), "without starts every real token counts"
+    assert torch.equal(plain_valid, valid)
+
+
+def test_reply_start_splits_a_pair_where_its_message_and_arrow_end():
+    from jointrl.model.tokenizer import train_tokenizer
+    from jointrl.rl.drill import reply_start
+
+    pairs = ['Count `pillow` in `a.md`.\n> {"command": "grep -c pillow a.md"}\n',
+             "Is (12, 145), (45, 60) the profile?\n> points = [(12, 145), (45, 60)]\n",
+             "a message with its own\n> arrow inside\n> the reply\n"]
+    tokenizer = train_tokenizer(pairs * 20, 300)
+    for pair in pairs:
+        ids = tokenizer.encode(pair)
+        start = reply_start(pair, ids, tokenizer.decode)
+        message, reply = pair.split("\n> ", 1)
+        assert tokenizer.decode(ids[:start]) == message + "\n>"
+        assert tokenizer.decode(ids[start:]).lstrip(" ") == reply
 
 
 def test_env_balance_draws_each_env_id_alike_however_many_pairs_it_has():
@@ -65,13 +95,13 @@ def test_env_balance_draws_each_env_id_alike_however_many_pairs_it_has():
     slots = 0
     from_a = 0
     for _ in range(200):
-        tokens, _ = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=rng, envs=envs)
+        tokens, _, _ = drill_batch(encoded, pack=4, batch_size=5, max_len=100, pad_id=0, rng=rng, envs=envs)
         heads = tokens[:, 0::2]
         slots += heads.numel()
         from_a += int((heads == 0).sum())
     # 4,000 slots: the binomial standard error of a 0.5 share is 0.008.
     assert abs(from_a / slots - 0.5) < 0.04, from_a / slots
-    tokens, _ = drill_batch(encoded, pack=4, batch_size=400, max_len=100, pad_id=0, rng=random.Random(0))
+    tokens, _, _ = drill_batch(encoded, pack=4, batch_size=400, max_len=100, pad_id=0, rng=random.Random(0))
     assert abs(int((tokens[:, 0::2] == 0).sum()) / 1600 - 0.1) < 0.03, "by pair, A's one pair is 1 of 10"
 
 

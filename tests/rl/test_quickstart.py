@@ -66,22 +66,27 @@ def test_evaluation_refuses_training_seeds(tmp_path):
         evaluate(None, None, cfg, ["browse/lookup-v0:easy"], [cfg.envs.train_seeds.start])
 
 
-def test_the_drill_draws_env_ids_alike_and_cuts_at_its_own_length_when_the_recipe_says(tmp_path, capsys, monkeypatch):
+def test_the_drill_draws_env_ids_alike_cuts_at_its_own_length_and_counts_replies_when_the_recipe_says(
+        tmp_path, capsys, monkeypatch):
     import jointrl.rl.cold_start as cold_start
 
     seen = {}
     plain = cold_start.train_drill
 
     def spy(model, encoded, **kwargs):
-        seen.update(pairs=len(encoded), envs=kwargs["envs"], max_len=kwargs["max_len"])
+        seen.update(pairs=len(encoded), envs=kwargs["envs"], max_len=kwargs["max_len"], starts=kwargs["starts"],
+                    lengths=[len(ids) for ids in encoded])
         return plain(model, encoded, **kwargs)
 
     monkeypatch.setattr(cold_start, "train_drill", spy)
     # drill_turns=all takes syllogism's answers too, so both env ids of the mix have pairs.
     assert main(["sft", "quickstart", *SHRINK, "trainer.sft.drill_balance=env", "trainer.sft.drill_turns=all",
-                 "trainer.sft.drill_max_len=96", f"checkpoint.dir={tmp_path}", f"tracking.run_dir={tmp_path / 'run'}",
-                 "tracking.wandb_mode=disabled"]) == 0
+                 "trainer.sft.drill_max_len=96", "trainer.sft.drill_loss=reply", f"checkpoint.dir={tmp_path}",
+                 f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"]) == 0
     assert len(seen["envs"]) == 2 and all(seen["envs"])
     assert seen["max_len"] == 96  # the drill's own length, not SFT's
     assert sorted(i for env in seen["envs"] for i in env) == list(range(seen["pairs"]))
     assert "pairs of 2 env id(s)" in capsys.readouterr().out
+    # Each pair's reply starts after its message and arrow (at least a token each) and holds at least one token.
+    assert len(seen["starts"]) == seen["pairs"]
+    assert all(2 <= start < length for start, length in zip(seen["starts"], seen["lengths"]))
