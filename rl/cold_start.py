@@ -137,13 +137,14 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     start = time.perf_counter()
     extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
     encoded: list[list[int]] = []
-    starts: list[int] = []  # where each pair's reply begins, for a loss on the replies only
+    # Where each pair's reply begins, for a loss on the replies only; None counts every token.
+    starts: list[int] | None = [] if sft.drill_loss == "reply" else None
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
     for conversation in demos + extra:
         for pair in drill_pairs([conversation], sft.drill_turns):
             by_env.setdefault(conversation.source, []).append(len(encoded))
             encoded.append(tokenizer.encode(pair))
-            if sft.drill_loss == "reply":
+            if starts is not None:
                 starts.append(reply_start(pair, encoded[-1], tokenizer.decode))
     envs = list(by_env.values())
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
@@ -155,7 +156,7 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
                              seed=cfg.trainer.seed,
                              log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"),
                              envs=envs if sft.drill_balance == "env" else None,
-                             starts=starts if sft.drill_loss == "reply" else None)
+                             starts=starts)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
     return losses

@@ -96,18 +96,20 @@ def drill_batch(encoded: list[list[int]], pack: int, batch_size: int, max_len: i
             picked = rng.sample(range(len(encoded)), min(pack, len(encoded)))
         else:
             picked = [rng.choice(rng.choice(envs)) for _ in range(pack)]
-        ids = [token for i in picked for token in encoded[i]]
-        counted = [starts is None or t >= starts[i] for i in picked for t in range(len(encoded[i]))]
-        rows.append(ids[: max_len + 1])
-        marks.append(counted[: max_len + 1])
+        rows.append([token for i in picked for token in encoded[i]][: max_len + 1])
+        if starts is not None:
+            marks.append([t >= starts[i] for i in picked for t in range(len(encoded[i]))][: max_len + 1])
     width = max(len(ids) for ids in rows)
     tokens = torch.full((batch_size, width), pad_id, dtype=torch.long)
     valid = torch.zeros(batch_size, width, dtype=torch.bool)
-    counted = torch.zeros(batch_size, width, dtype=torch.bool)
-    for r, (ids, marked) in enumerate(zip(rows, marks)):
+    for r, ids in enumerate(rows):
         tokens[r, : len(ids)] = torch.tensor(ids)
         valid[r, : len(ids)] = True
-        counted[r, : len(ids)] = torch.tensor(marked)
+    if starts is None:
+        return tokens, valid, valid
+    counted = torch.zeros(batch_size, width, dtype=torch.bool)
+    for r, marked in enumerate(marks):
+        counted[r, : len(marked)] = torch.tensor(marked)
     return tokens, valid, counted
 
 
