@@ -20,6 +20,7 @@ from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.drill import ARROW, drill_pairs, read_messages, reply_start, train_drill, train_spans
 from jointrl.rl.progress import Progress
+from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
 
@@ -52,9 +53,10 @@ def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[
     sft = cfg.trainer.sft
     start = time.perf_counter()
     first = cfg.envs.train_seeds.start
+    tiers = TierSelector.from_config(cfg.rollout.tier_selection)
     demos: list[Conversation] = []
     for env_id, count in counts.items():
-        demos += collect_demos([env_id], list(range(first, first + count)))
+        demos += collect_demos([env_id], list(range(first, first + count)), tiers)
     for path in sft.jsonl:
         demos += read_conversations(path)
     if not demos:
@@ -135,7 +137,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed."""
     sft = cfg.trainer.sft
     start = time.perf_counter()
-    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
+    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)),
+                          TierSelector.from_config(cfg.rollout.tier_selection))
     encoded: list[list[int]] = []
     # Where each pair's reply begins, for a loss on the replies only; None counts every token.
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None

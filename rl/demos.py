@@ -1,6 +1,7 @@
 """Demonstrations for the supervised cold start: each env's scripted solution, played through its real tools."""
 from __future__ import annotations
 
+import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -38,9 +39,15 @@ def play_demo(env_id: str, seed: int, tier: str | None = None) -> tuple[Conversa
 DEMO_THREADS = 4
 
 
-def collect_demos(env_ids: list[str], seeds: list[int]) -> list[Conversation]:
-    """Demonstrations of every env for every seed, in that order, keeping only those that score full marks."""
-    jobs = [(env_id, seed) for env_id in env_ids for seed in seeds]
+def collect_demos(env_ids: list[str], seeds: list[int], tiers: TierSelector | None = None) -> list[Conversation]:
+    """Demonstrations of every env for every seed, in that order, keeping only those that score full marks.
+
+    `tiers` renders each demo in the tier the rollout plays its task in (None: the env's default tier): the tier is
+    a control token of the prompt, and a policy trained under one tier and asked under another writes noise.
+    """
+    # ratios mode draws a demo's tier from its seed, so the cold start is as deterministic as its seeds.
+    jobs = [(env_id, seed, tiers.choose(env_id, random.Random(seed)) if tiers else None)
+            for env_id in env_ids for seed in seeds]
     with ThreadPoolExecutor(DEMO_THREADS, thread_name_prefix="demos") as pool:
         played = list(pool.map(lambda job: play_demo(*job), jobs))
     # A demo that does not solve its task would teach the wrong thing; conformance makes this rare.

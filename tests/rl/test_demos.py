@@ -91,7 +91,7 @@ def test_demos_are_collected_in_env_then_seed_order_and_unsolved_ones_are_droppe
 
     threads = set()
 
-    def fake_play(env_id, seed):
+    def fake_play(env_id, seed, tier=None):
         threads.add(threading.get_ident())
         time.sleep(0.02 * (seed % 3))  # later jobs finish first
         conv = Conversation([{"role": "user", "content": f"{env_id} {seed}"}], None, "low", source=env_id)
@@ -102,3 +102,38 @@ def test_demos_are_collected_in_env_then_seed_order_and_unsolved_ones_are_droppe
     # Reference: the nested loop over env ids, then seeds, skipping the unsolved seed.
     assert got == [f"{env} {seed}" for env in ("a/x-v0:easy", "b/y-v0:easy") for seed in (0, 1, 3, 4)]
     assert len(threads) > 1
+
+
+def test_demos_are_rendered_in_the_tier_the_rollout_plays_their_task_in(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from jointrl.rl.cold_start import sft_data
+
+    # cad easy and text-count easy both default to tier low; the recipe plays cad at max, text-count by default.
+    cfg = RunConfig(
+        model={"preset": "mini"},
+        tokenizer={"n_samples": 50},
+        envs={"mix": [{"glob": "cad/channel-v0:easy", "demos": 2}, {"glob": "terminal/text-count-v0:easy", "demos": 2}]},
+        rollout={"tier_selection": {"mode": "fixed", "fixed": {"cad/*": "max"}}},
+    )
+    demos, _ = sft_data(cfg, Console(file=io.StringIO()), demo_counts(cfg))
+    assert [(d.source, d.tier) for d in demos] == [("cad/channel-v0:easy", "max")] * 2 + [
+        ("terminal/text-count-v0:easy", "low")] * 2
+
+
+def test_demos_draw_their_tier_from_the_ratios_by_seed(monkeypatch):
+    from jointrl.rl import demos
+    from jointrl.rl.rollout.tiers import TierSelector
+
+    monkeypatch.setattr(demos, "play_demo", lambda env_id, seed, tier=None: (
+        Conversation([{"role": "user", "content": str(seed)}], None, tier, source=env_id), {"success": 1.0}))
+    only_high = TierSelector(mode="ratios", ratios={"low": 0.0, "high": 1.0})
+    assert {c.tier for c in demos.collect_demos(["a/x-v0:easy"], list(range(20)), only_high)} == {"high"}
+    both = TierSelector(mode="ratios", ratios={"low": 1.0, "max": 1.0})
+    first = [c.tier for c in demos.collect_demos(["a/x-v0:easy"], list(range(40)), both)]
+    assert set(first) == {"low", "max"}
+    assert first == [c.tier for c in demos.collect_demos(["a/x-v0:easy"], list(range(40)), both)]
+    # Without a selector each demo keeps the env's default tier (play_demo's None).
+    assert {c.tier for c in demos.collect_demos(["a/x-v0:easy"], [0, 1])} == {None}
