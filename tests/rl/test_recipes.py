@@ -7,7 +7,7 @@ from jointrl.rl.recipe import load_recipe, shipped_recipes_dir
 from jointrl.rl.rollout.task_sampler import TaskSampler
 
 SHIPPED = sorted(p.name for p in shipped_recipes_dir().glob("*.yaml"))
-SMALL = ["ep2_cpu.yaml", "gspo_async.yaml", "joint_grpo.yaml", "learning_cpu.yaml", "ppo_critic.yaml", "quickstart.yaml"]
+SMALL = ["agents_cpu.yaml", "ep2_cpu.yaml", "gspo_async.yaml", "joint_grpo.yaml", "learning_cpu.yaml", "ppo_critic.yaml", "quickstart.yaml"]
 AGENT_DOMAINS = {"terminal", "swe", "browse", "cad", "office"}
 
 
@@ -43,6 +43,15 @@ def test_joint_grpo_covers_every_domain_with_domain_normalisation():
     assert cfg.rollout.tier_selection.mode in ("ratios", "auto")
     assert cfg.algorithm.name == "grpo" and cfg.algorithm.dynamic_sampling
     assert cfg.algorithm.clip_eps_high > cfg.algorithm.clip_eps_low
+
+
+def test_agents_cpu_mixes_two_agent_domains_and_drills_the_replies_copy():
+    cfg = load_recipe("agents_cpu")
+    domains = {registry.spec(i).domain for e in cfg.envs.mix for i in registry.env_ids(e.glob)}
+    assert domains == {"terminal", "cad"}
+    assert cfg.trainer.sft.drill_loss == "reply" and cfg.trainer.sft.drill_steps > 0
+    # A CAD episode is three calls: run_program, measure, submit.
+    assert cfg.rollout.max_turns >= 3
 
 
 def test_ppo_critic_uses_gae_without_group_normalisation():
