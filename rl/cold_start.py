@@ -137,8 +137,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed."""
     sft = cfg.trainer.sft
     start = time.perf_counter()
-    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)),
-                          TierSelector.from_config(cfg.rollout.tier_selection))
+    # A drill pair holds no tier token, so these demos need no tier of the rollout's.
+    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
     encoded: list[list[int]] = []
     # Where each pair's reply begins, for a loss on the replies only; None counts every token.
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None

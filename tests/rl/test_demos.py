@@ -104,7 +104,7 @@ def test_demos_are_collected_in_env_then_seed_order_and_unsolved_ones_are_droppe
     assert len(threads) > 1
 
 
-def test_demos_are_rendered_in_the_tier_the_rollout_plays_their_task_in(monkeypatch):
+def test_demos_are_rendered_in_the_tier_the_rollout_plays_their_task_in():
     import io
 
     from rich.console import Console
@@ -115,7 +115,8 @@ def test_demos_are_rendered_in_the_tier_the_rollout_plays_their_task_in(monkeypa
     cfg = RunConfig(
         model={"preset": "mini"},
         tokenizer={"n_samples": 50},
-        envs={"mix": [{"glob": "cad/channel-v0:easy", "demos": 2}, {"glob": "terminal/text-count-v0:easy", "demos": 2}]},
+        envs={"mix": [{"glob": "cad/channel-v0:easy", "demos": 2},
+                      {"glob": "terminal/text-count-v0:easy", "demos": 2}]},
         rollout={"tier_selection": {"mode": "fixed", "fixed": {"cad/*": "max"}}},
     )
     demos, _ = sft_data(cfg, Console(file=io.StringIO()), demo_counts(cfg))

@@ -7,7 +7,8 @@ from jointrl.rl.recipe import load_recipe, shipped_recipes_dir
 from jointrl.rl.rollout.task_sampler import TaskSampler
 
 SHIPPED = sorted(p.name for p in shipped_recipes_dir().glob("*.yaml"))
-SMALL = ["agents_cpu.yaml", "ep2_cpu.yaml", "gspo_async.yaml", "joint_grpo.yaml", "learning_cpu.yaml", "ppo_critic.yaml", "quickstart.yaml"]
+SMALL = ["agents_cpu.yaml", "ep2_cpu.yaml", "gspo_async.yaml", "joint_grpo.yaml", "learning_cpu.yaml",
+         "ppo_critic.yaml", "quickstart.yaml"]
 AGENT_DOMAINS = {"terminal", "swe", "browse", "cad", "office"}
 
 
