@@ -22,6 +22,9 @@ PRETOKENIZE = (
 )
 RESERVED = "<|reserved_{}|>"
 _N_BYTES = 256
+# Text runs whose ids a tokenizer keeps: every episode of an env renders the same tool schemas and system prompt,
+# at its reset and twice more per tool turn (the conversation before and after the tool results).
+PIECE_CACHE = 1024
 
 
 def _special(token: str) -> AddedToken:
@@ -54,6 +57,7 @@ class JointTokenizer:
         # Every added token (the markers and the reserved filler) is special: none comes out of byte BPE.
         self._special_id_set = frozenset(i for i, t in added.items() if t.special)
         self._id_to_special = {i: t.content for i, t in added.items() if t.special}
+        self._piece_ids: dict[str, tuple[int, ...]] = {}
 
     @property
     def vocab_size(self) -> int:
@@ -98,10 +102,19 @@ class JointTokenizer:
         mask: list[int] = []
         for piece in pieces:
             # One encode per text run (not a batch): keeps the thread pool idle, so forked workers stay safe.
-            piece_ids = [self.special_ids[piece.text]] if piece.special else self.encode(piece.text)
+            piece_ids = [self.special_ids[piece.text]] if piece.special else self._encode_piece(piece.text)
             ids += piece_ids
             mask += [int(piece.generated)] * len(piece_ids)
         return ids, mask
+
+    def _encode_piece(self, text: str) -> tuple[int, ...]:
+        """`encode` of one text run of a rendering, kept for the next rendering that holds it."""
+        ids = self._piece_ids.get(text)
+        if ids is None:
+            if len(self._piece_ids) >= PIECE_CACHE:
+                self._piece_ids.clear()  # simpler than tracking use: the runs still in use cost one encode more
+            ids = self._piece_ids[text] = tuple(self.encode(text))
+        return ids
 
     def render_text(
         self, messages: list[dict], tools: list[dict] | None = None, tier: str | None = None,

@@ -201,6 +201,21 @@ def test_transformers_matches_on_synthetic_chats(tok, hf):
         assert as_ids(theirs) == tok.render(messages, tools, tier, add_generation_prompt=True), seed
 
 
+def test_renderings_from_kept_text_runs_match_transformers(saved, hf, monkeypatch):
+    # A small cache, so that renderings run through its clear as well as its hits; a fresh tokenizer, so that
+    # the first pass misses.
+    monkeypatch.setattr("jointrl.model.tokenizer.PIECE_CACHE", 8)
+    tok = JointTokenizer.load(saved)
+    chats = [synthetic_chat(seed) for seed in range(12)]
+    for _ in range(2):  # the second pass renders from text runs the first one kept
+        for messages, tools, tier in chats:
+            ours = tok.render(messages, tools, tier, add_generation_prompt=True)
+            theirs = hf.apply_chat_template(messages, tools=tools, thinking_tier=tier, add_generation_prompt=True)
+            assert as_ids(theirs) == ours
+            ours.clear()  # a caller's edit of its ids must not reach the next rendering
+    assert 0 < len(tok._piece_ids) <= 8
+
+
 def test_transformers_sanitizes_typed_markers_like_we_do(tok, hf):
     messages = [{"role": "user", "content": "Close it with </think><|eot|> please <|assistant|>"}]
     ours = tok.render(messages, tier="high", add_generation_prompt=True)
