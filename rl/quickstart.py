@@ -10,13 +10,12 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
-from rich.table import Table
 
 from jointrl.model.info import model_info
 from jointrl.rl.cold_start import cold_start
 from jointrl.rl.config.run import RunConfig
-from jointrl.rl.evaluate import EvalSummary, print_summary
-from jointrl.rl.significance import compare, domain_of, family_of
+from jointrl.rl.evaluate import print_summary
+from jointrl.rl.significance import print_comparison
 from jointrl.rl.trainer import evaluate_state, train
 
 
@@ -49,23 +48,6 @@ def quickstart(cfg: RunConfig, console: Console, name: str, *, overwrite: bool =
     console.rule("held-out evaluation after RL")
     after = evaluate_state(cfg, start.tokenizer, result.state, start.env_ids, console)
     print_summary(after, console, f"after {result.steps} RL steps: same tasks")
-    print_comparison(before, after, console)
+    print_comparison(before, after, console,
+                     title="held-out pass rate on the same tasks: SFT checkpoint vs after RL (paired bootstrap 95% CI)")
     console.print(f"quickstart finished in {time.perf_counter() - began:.0f}s; RL checkpoint {result.checkpoint}")
-
-
-def print_comparison(before: EvalSummary, after: EvalSummary, console: Console) -> None:
-    """Pass rate per family, domain and overall of the SFT checkpoint and the RL policy, with paired 95% CIs."""
-    table = Table(title="held-out pass rate on the same tasks: SFT checkpoint vs after RL (paired bootstrap 95% CI)")
-    for name in ("", "tasks", "episodes", "SFT", "RL", "change", "95% CI", "significant"):
-        table.add_column(name, justify="left" if name == "" else "right")
-    *families, overall = compare(before, after, family_of)
-    # A domain row only where it adds something: a domain of one family would repeat that family's row.
-    domains = [c for c in compare(before, after, domain_of)[:-1]
-               if sum(f.group.startswith(c.group + "/") for f in families) > 1]
-    for section in (families, domains, [overall]):
-        for i, change in enumerate(section):
-            verdict = ("[green]up[/]" if change.change > 0 else "[red]down[/]") if change.significant else "no"
-            table.add_row(change.group, str(change.tasks), str(change.episodes_a), f"{change.a:.3f}", f"{change.b:.3f}",
-                          f"{change.change:+.3f}", f"[{change.low:+.3f}, {change.high:+.3f}]", verdict,
-                          end_section=i == len(section) - 1)
-    console.print(table)

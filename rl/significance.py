@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
 from jointrl.envs.episode import Episode
 from jointrl.rl.evaluate import EvalSummary, passed
@@ -167,3 +169,24 @@ def _episodes(summary: EvalSummary, group_of: Callable[[Episode], str]) -> dict[
     for trajectory in summary.trajectories:
         counts[group_of(trajectory.episode)] += 1
     return counts
+
+
+def print_comparison(before: EvalSummary, after: EvalSummary, console: Console, *, title: str,
+                     names: tuple[str, str] = ("SFT", "RL")) -> list[Change]:
+    """Print the pass rate of `before` and `after` per family, per domain of several families and overall, with
+    paired 95% CIs; return those changes."""
+    table = Table(title=title)
+    for name in ("", "tasks", "episodes", *names, "change", "95% CI", "significant"):
+        table.add_column(name, justify="left" if name == "" else "right")
+    *families, overall = compare(before, after, family_of)
+    # A domain row only where it adds something: a domain of one family would repeat that family's row.
+    domains = [c for c in compare(before, after, domain_of)[:-1]
+               if sum(f.group.startswith(c.group + "/") for f in families) > 1]
+    for section in (families, domains, [overall]):
+        for i, change in enumerate(section):
+            verdict = ("[green]up[/]" if change.change > 0 else "[red]down[/]") if change.significant else "no"
+            table.add_row(change.group, str(change.tasks), str(change.episodes_a), f"{change.a:.3f}", f"{change.b:.3f}",
+                          f"{change.change:+.3f}", f"[{change.low:+.3f}, {change.high:+.3f}]", verdict,
+                          end_section=i == len(section) - 1)
+    console.print(table)
+    return [*families, *domains, overall]

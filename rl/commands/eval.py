@@ -3,7 +3,10 @@
 CKPT is a model directory (save_pretrained), a run checkpoint holding `model/`, or a checkpoint root (its
 newest complete step). The recipe supplies the rollout limits, the reward table and the held-out seed
 range; by default it is the recipe.yaml stored with the checkpoint, else the shipped quickstart recipe.
-The computation lives in jointrl.rl.evaluate; this module is the command around it.
+With --against BASE, BASE plays the same tasks with the same sampling seed, and the command prints the paired
+change per family with its bootstrap 95% CI (jointrl.rl.significance): whether the checkpoint is better than BASE,
+not only whether its pass rate is higher. The computation lives in jointrl.rl.evaluate; this module is the command
+around it.
 """
 from __future__ import annotations
 
@@ -36,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sampling temperature (default: 0 = greedy with one sample, else rollout.temperature)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampling generator")
+    parser.add_argument(
+        "--against", metavar="BASE",
+        help="a second checkpoint (e.g. the SFT one) to play the same tasks: print the paired change per family "
+        "with its 95%% CI",
+    )
     parser.add_argument("--out", help="write the summary as JSON to this file")
 
 
@@ -86,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from jointrl.rl.progress import output_console
     from jointrl.rl.recipe import load_recipe
     from jointrl.rl.run_checkpoint import model_dir, stored_recipe, write_json
+    from jointrl.rl.significance import print_comparison
 
     console = output_console()
     if args.samples < 1:
@@ -93,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.temperature is not None and args.temperature < 0:
         raise ValueError(f"--temperature must be >= 0, got {args.temperature}")
     directory = model_dir(args.checkpoint)
+    base_dir = model_dir(args.against) if args.against else None
     recipe, overrides = _recipe_and_overrides(args)
     if recipe is None:
         stored = stored_recipe(args.checkpoint)
@@ -108,22 +118,34 @@ def run(args: argparse.Namespace) -> int:
     )
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = from_pretrained(directory, device=device)
-    tokenizer = load_tokenizer(directory)
-    check_vocab(tokenizer, model.cfg.vocab_size, directory)
-    console.print(f"checkpoint {directory} ({model.cfg.name}) | recipe {recipe} | envs {', '.join(globs)} | "
-                  f"seeds {seeds[0]}..{seeds[-1]} | samples {args.samples} | temperature {temperature:g}")
-    summary = evaluate(
-        model, tokenizer, cfg, globs, seeds, temperature=temperature, max_rows=cfg.rollout.max_rows,
-        tiers=tiers, samples=args.samples, seed=args.seed, console=console,
-    )
-    summary.settings.update(checkpoint=str(directory), recipe=recipe, envs=globs)
-    title = (f"{len(summary.settings['env_ids'])} envs x {len(seeds)} held-out seeds x {args.samples} "
-             f"sample{'s' * (args.samples > 1)}")
-    print_summary(summary, console, title)
+    settings = dict(temperature=temperature, max_rows=cfg.rollout.max_rows, tiers=tiers, samples=args.samples,
+                    seed=args.seed, console=console)
+
+    def play(checkpoint: Path):
+        model = from_pretrained(checkpoint, device=device)
+        tokenizer = load_tokenizer(checkpoint)
+        check_vocab(tokenizer, model.cfg.vocab_size, checkpoint)
+        console.print(f"checkpoint {checkpoint} ({model.cfg.name}) | recipe {recipe} | envs {', '.join(globs)} | "
+                      f"seeds {seeds[0]}..{seeds[-1]} | samples {args.samples} | temperature {temperature:g}")
+        played = evaluate(model, tokenizer, cfg, globs, seeds, **settings)
+        played.settings.update(checkpoint=str(checkpoint), recipe=recipe, envs=globs)
+        title = (f"{len(played.settings['env_ids'])} envs x {len(seeds)} held-out seeds x {args.samples} "
+                 f"sample{'s' * (args.samples > 1)}")
+        print_summary(played, console, title)
+        return played
+
+    summary = play(directory)
+    data = summary.to_json()
+    if base_dir is not None:
+        base = play(base_dir)
+        changes = print_comparison(
+            base, summary, console, names=("against", "checkpoint"),
+            title=f"held-out pass rate on the same tasks: {base_dir} vs {directory} (paired bootstrap 95% CI)",
+        )
+        data |= {"against": base.to_json(), "changes": [c.to_json() for c in changes]}
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(out, summary.to_json())
+        write_json(out, data)
         console.print(f"wrote {out}")
     return 0

@@ -16,6 +16,7 @@ from jointrl.envs.base import Action, Env, EnvSpec
 from jointrl.envs.episode import Episode
 from jointrl.model.chat import render_text
 from jointrl.model.checkpoint import save_pretrained
+from jointrl.model.pretrained import load_tokenizer
 from jointrl.model.presets import PRESETS
 from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
@@ -227,6 +228,48 @@ def test_sampling_is_reproducible_with_seed_and_a_run_checkpoint_uses_its_recipe
     assert answers["a"] != answers["c"]
 
 
+def _task_rates(episodes):
+    tasks = defaultdict(list)
+    for e in episodes:
+        tasks[(e["seed"], e["tier"])].append(e["passed"])
+    return {task: sum(passes) / len(passes) for task, passes in tasks.items()}
+
+
+def test_against_plays_the_same_tasks_and_reports_the_paired_change(parity, tmp_path, capsys):
+    checkpoint, recipe = parity
+    # An untrained policy with the same tokenizer: it rarely ends a turn within 16 tokens, so it passes less.
+    blank = tmp_path / "blank"
+    torch.manual_seed(1)
+    save_pretrained(Transformer(PRESETS["debug"]).eval(), blank, tokenizer=load_tokenizer(checkpoint))
+    common = ("--envs", PARITY, "--seeds", "1000000:1000010", "--samples", 3, "--seed", 2)
+    code, out, err = _eval(capsys, checkpoint, recipe, *common, "--against", blank, "--out", tmp_path / "vs.json")
+    assert code == 0, err
+    assert "paired bootstrap 95% CI" in out and str(blank) in out
+    data = json.loads((tmp_path / "vs.json").read_text())
+    # BASE's episodes are those `jointrl eval BASE` plays alone with the same seed.
+    code, _, err = _eval(capsys, blank, recipe, *common, "--out", tmp_path / "blank.json")
+    assert code == 0, err
+    alone = json.loads((tmp_path / "blank.json").read_text())
+    assert data["against"]["episodes"] == alone["episodes"]
+    assert data["against"]["settings"]["checkpoint"] == str(blank)
+
+    # The change by hand: per task, the checkpoint's pass rate minus BASE's, averaged over the 10 tasks.
+    base, mine = _task_rates(alone["episodes"]), _task_rates(data["episodes"])
+    assert base.keys() == mine.keys() and len(base) == 10
+    by_hand = sum(mine[t] - base[t] for t in base) / len(base)
+    changes = {c["group"]: c for c in data["changes"]}
+    assert set(changes) == {"evaltest/parity", "all"}
+    for change in changes.values():
+        assert change["tasks"] == 10 and change["episodes_a"] == change["episodes_b"] == 30
+        assert change["a"] == pytest.approx(sum(base.values()) / 10)
+        assert change["b"] == pytest.approx(sum(mine.values()) / 10)
+        assert change["change"] == pytest.approx(by_hand)
+        assert change["low"] <= change["change"] <= change["high"]
+        assert change["significant"] == (change["low"] > 0 or change["high"] < 0)
+    # The fitted policy passes where the blank one does not, on these tasks.
+    assert by_hand > 0
+
+
 def test_seeds_outside_the_held_out_range_are_refused(parity, capsys):
     checkpoint, recipe = parity
     code, out, err = _eval(capsys, checkpoint, recipe, "--seeds", "999998:1000002")
@@ -242,6 +285,7 @@ def test_bad_arguments_are_one_line_errors(parity, tmp_path, capsys):
         ((checkpoint, recipe, "--tiers", "low,huge"), "--tiers 'low,huge'"),
         ((checkpoint, recipe, "--samples", 0), "--samples must be >= 1"),
         ((tmp_path, recipe), "is not a checkpoint"),
+        ((checkpoint, recipe, "--against", tmp_path), "is not a checkpoint"),
     ):
         code, _, err = _eval(capsys, *argv)
         assert code == 1 and message in err and err.count("\n") == 1, err
