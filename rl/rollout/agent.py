@@ -91,7 +91,9 @@ class _Live:
     messages: list[dict]  # the conversation as parsed, for the env-side record and the next rendering
     log: TokenLog = field(default_factory=TokenLog)  # every token fed and sampled: the trajectory
     generated: int = 0
-    started: float = field(default_factory=time.monotonic)
+    # When the first turn came back: an episode's time limit does not count the wait for an engine row, which in an
+    # evaluation of many more episodes than rows is most of the run.
+    started: float | None = None
 
 
 class AgentLoop:
@@ -209,6 +211,8 @@ class AgentLoop:
         """Record a finished turn: True when the episode is done, else its tool calls running (they return the
         tokens to feed next; `_continue` queues them)."""
         episode = state.episode
+        if state.started is None:
+            state.started = time.monotonic()
         state.log.sampled(result)
         state.generated += len(result.tokens)
         episode.turns += 1

@@ -1,5 +1,6 @@
 """The agent loop: multi-turn tool-calling episodes whose tokens are exactly what a learner recomputes."""
 import threading
+import time
 
 import torch
 
@@ -117,3 +118,29 @@ def test_ended_episodes_are_scored_in_scoring_threads_not_the_tool_threads(looku
     assert len(threads) == 3 and all(name.startswith("agent-scoring") for name in threads), threads
     assert [t.episode.signals["success"] for t in trajectories] == [
         float(t.episode.final_answer == str(len(agent_envs.WORDS[seed]))) for seed, t in enumerate(trajectories)]
+
+
+def test_the_episode_time_limit_does_not_count_the_wait_for_an_engine_row(lookup_policy, monkeypatch):
+    from jointrl.rl.rollout import agent
+
+    model, tokenizer = lookup_policy
+    # A clock that stands still from now on, except for one jump (the loop's other timings read it too).
+    now, jumped = [time.monotonic()], []
+    monkeypatch.setattr(agent, "time", type("Clock", (), {"monotonic": staticmethod(lambda: now[0])}))
+    engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=1)
+    plain_step = engine.step
+
+    def step_after_a_long_queue():
+        # Every episode has been reset by the first step; the clock jumps past the limit while they wait for rows.
+        if not jumped:
+            jumped.append(True)
+            now[0] += 10_000.0
+        return plain_step()
+
+    engine.step = step_after_a_long_queue
+    limits = LoopLimits(think_budgets={"low": 64}, max_turns=4, max_new_tokens_per_turn=48, episode_timeout_s=600.0)
+    tasks = [Task(LOOKUP, seed, "low", group_id=seed) for seed in range(3)]
+    trajectories = AgentLoop(engine, tokenizer, limits, SamplingParams(temperature=0)).run(tasks)
+    # The check runs after a turn that calls a tool: every episode here reaches one.
+    assert all(t.episode.turns >= 2 for t in trajectories), [t.episode.turns for t in trajectories]
+    assert not any(t.episode.failed for t in trajectories), [t.episode.error for t in trajectories]
