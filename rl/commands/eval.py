@@ -118,8 +118,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    settings = dict(temperature=temperature, max_rows=cfg.rollout.max_rows, tiers=tiers, samples=args.samples,
-                    seed=args.seed, console=console)
 
     def play(checkpoint: Path):
         model = from_pretrained(checkpoint, device=device)
@@ -127,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         check_vocab(tokenizer, model.cfg.vocab_size, checkpoint)
         console.print(f"checkpoint {checkpoint} ({model.cfg.name}) | recipe {recipe} | envs {', '.join(globs)} | "
                       f"seeds {seeds[0]}..{seeds[-1]} | samples {args.samples} | temperature {temperature:g}")
-        played = evaluate(model, tokenizer, cfg, globs, seeds, **settings)
+        played = evaluate(model, tokenizer, cfg, globs, seeds, temperature=temperature, max_rows=cfg.rollout.max_rows,
+                          tiers=tiers, samples=args.samples, seed=args.seed, console=console)
         played.settings.update(checkpoint=str(checkpoint), recipe=recipe, envs=globs)
         title = (f"{len(played.settings['env_ids'])} envs x {len(seeds)} held-out seeds x {args.samples} "
                  f"sample{'s' * (args.samples > 1)}")

@@ -1,6 +1,7 @@
 """The agent loop: multi-turn tool-calling episodes whose tokens are exactly what a learner recomputes."""
 import threading
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -126,7 +127,7 @@ def test_the_episode_time_limit_does_not_count_the_wait_for_an_engine_row(lookup
     model, tokenizer = lookup_policy
     # A clock that stands still from now on, except for one jump (the loop's other timings read it too).
     now, jumped = [time.monotonic()], []
-    monkeypatch.setattr(agent, "time", type("Clock", (), {"monotonic": staticmethod(lambda: now[0])}))
+    monkeypatch.setattr(agent, "time", SimpleNamespace(monotonic=lambda: now[0]))
     engine = Engine(model, tokenizer.think_start_id, tokenizer.think_end_id, max_rows=1)
     plain_step = engine.step
 
