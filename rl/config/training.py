@@ -81,6 +81,11 @@ class LearnerConfig(Section):
         description="Learning-rate multiplier of the norm layers' gains (1-D, near 1, so Adam's lr-sized step moves "
         "them relatively little; the final norm's gain is the policy's sampling temperature).",
     )
+    norm_lr_gains: Literal["all", "final"] = Field(
+        "all",
+        description="Which gains take norm_lr_scale: every norm layer's, or the final norm's only (the temperature; "
+        "the inner gains, 1-D and each moved by Adam on its own noisy gradient, drift apart at that rate).",
+    )
     grad_clip: float | None = Field(1.0, gt=0, description="Global gradient-norm clip; null = off.")
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed micro-batch.")
     updates_per_step: int = Field(

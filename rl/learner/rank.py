@@ -104,9 +104,12 @@ def _engine_class():
     return TaggedMoEEngine
 
 
-def is_norm_gain(name: str, param: torch.nn.Parameter) -> bool:
-    """Whether a parameter is a normalisation layer's per-channel gain (a 1-D weight of a *norm module)."""
-    return param.ndim == 1 and name.endswith("norm.weight")
+def scaled_norm_gains(module: torch.nn.Module, which: str) -> set[int]:
+    """ids of the parameters norm_lr_scale applies to: every norm layer's per-channel gain (a 1-D weight of a *norm
+    module), or with which="final" only the final norm's, in front of the output projection."""
+    if which == "final":
+        return {id(getattr(module, "policy", module).norm.weight)}  # the policy itself, or inside PolicyWithValue
+    return {id(p) for n, p in module.named_parameters() if p.ndim == 1 and n.endswith("norm.weight")}
 
 
 def build_engine(module: torch.nn.Module, learner: LearnerConfig):
@@ -115,13 +118,14 @@ def build_engine(module: torch.nn.Module, learner: LearnerConfig):
     from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
     from deepspeed.runtime.config import DeepSpeedConfig
 
-    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
     own_group = learner.norm_lr_scale != 1.0
+    scaled = scaled_norm_gains(module, learner.norm_lr_gains) if own_group else set()
     # Without their own group the gains stay in module order in the dense group, as learner checkpoints expect.
-    dense = [p for n, p in named if not (own_group and is_norm_gain(n, p))]
+    dense = [p for p in params if id(p) not in scaled]
     groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": dense})
     if own_group:
-        gains = [p for n, p in named if is_norm_gain(n, p)]
+        gains = [p for p in params if id(p) in scaled]
         groups.append({"name": "norm_gains", "params": gains, "lr": learner.lr * learner.norm_lr_scale})
     groups = [g for g in groups if g["params"]]
     optimizer = torch.optim.AdamW(groups, lr=learner.lr, betas=learner.betas, weight_decay=learner.weight_decay)

@@ -156,11 +156,13 @@ def test_tiny_step_changes_every_trainable_parameter(ray_session):
     assert all(v.untyped_storage().nbytes() == v.numel() * v.element_size() for v in after.values())
 
 
-def test_norm_lr_scale_moves_norm_gains_by_that_multiple_of_the_lr(ray_session):
+@pytest.mark.parametrize("which", ["all", "final"])
+def test_norm_lr_scale_moves_norm_gains_by_that_multiple_of_the_lr(ray_session, which):
     """Adam's first step moves each weight by about lr (m / sqrt(v) = sign of its gradient): norm gains by
-    lr x norm_lr_scale, every other weight by lr, and the set of gains is every 1-D *norm.weight."""
+    lr x norm_lr_scale, every other weight by lr; the set of gains is every 1-D *norm.weight, or with
+    norm_lr_gains "final" the final norm's alone."""
     lr, scale = 1e-4, 50.0
-    cfg = run_config(lr=lr, norm_lr_scale=scale, grad_clip=None)
+    cfg = run_config(lr=lr, norm_lr_scale=scale, norm_lr_gains=which, grad_clip=None)
     state = initial_state(cfg)
     group = LearnerGroup(cfg, state, placement=PLACEMENT)
     try:
@@ -168,8 +170,9 @@ def test_norm_lr_scale_moves_norm_gains_by_that_multiple_of_the_lr(ray_session):
         after = group.state_dict()
     finally:
         group.shutdown()
-    gains = {k for k, v in state.items() if v.ndim == 1 and k.endswith("norm.weight")}
-    assert {"norm.weight"} < gains and any("layernorm" in k for k in gains)
+    every_gain = {k for k, v in state.items() if v.ndim == 1 and k.endswith("norm.weight")}
+    assert {"norm.weight"} < every_gain and any("layernorm" in k for k in every_gain)
+    gains = every_gain if which == "all" else {"norm.weight"}
     for key, before in state.items():
         if key.endswith("e_score_correction_bias"):
             continue  # moved by the balancing rule, not the optimizer
