@@ -53,6 +53,8 @@ def test_agents_cpu_mixes_two_agent_domains_and_drills_the_replies_copy():
     assert cfg.trainer.sft.drill_loss == "reply" and cfg.trainer.sft.drill_steps > 0
     # A CAD episode is three calls: run_program, measure, submit.
     assert cfg.rollout.max_turns >= 3
+    # RL sharpens through the final norm's gain alone; the inner gains at its rate cost the gain (docs/learning.md).
+    assert cfg.learner.norm_lr_scale > 1 and cfg.learner.norm_lr_gains == "final"
 
 
 def test_ppo_critic_uses_gae_without_group_normalisation():
