@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 import ray
 import torch
@@ -104,7 +105,7 @@ def _engine_class():
     return TaggedMoEEngine
 
 
-def scaled_norm_gains(module: torch.nn.Module, which: str) -> set[int]:
+def scaled_norm_gains(module: torch.nn.Module, which: Literal["all", "final"]) -> set[int]:
     """ids of the parameters norm_lr_scale applies to: every norm layer's per-channel gain (a 1-D weight of a *norm
     module), or with which="final" only the final norm's, in front of the output projection."""
     if which == "final":
@@ -119,15 +120,13 @@ def build_engine(module: torch.nn.Module, learner: LearnerConfig):
     from deepspeed.runtime.config import DeepSpeedConfig
 
     params = [p for p in module.parameters() if p.requires_grad]
-    own_group = learner.norm_lr_scale != 1.0
-    scaled = scaled_norm_gains(module, learner.norm_lr_gains) if own_group else set()
-    # Without their own group the gains stay in module order in the dense group, as learner checkpoints expect.
+    # At scale 1 the gains stay in module order in the dense group, as learner checkpoints expect.
+    scaled = scaled_norm_gains(module, learner.norm_lr_gains) if learner.norm_lr_scale != 1.0 else set()
     dense = [p for p in params if id(p) not in scaled]
     groups = split_params_into_different_moe_groups_for_optimizer({"name": "dense", "params": dense})
-    if own_group:
-        gains = [p for p in params if id(p) in scaled]
-        groups.append({"name": "norm_gains", "params": gains, "lr": learner.lr * learner.norm_lr_scale})
-    groups = [g for g in groups if g["params"]]
+    gains = [p for p in params if id(p) in scaled]
+    groups.append({"name": "norm_gains", "params": gains, "lr": learner.lr * learner.norm_lr_scale})
+    groups = [g for g in groups if g["params"]]  # no norm_gains group at scale 1
     optimizer = torch.optim.AdamW(groups, lr=learner.lr, betas=learner.betas, weight_decay=learner.weight_decay)
     warmup = learner.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, warmup))
