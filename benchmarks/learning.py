@@ -3,6 +3,7 @@
     python benchmarks/learning.py [RECIPE] [--arms sft,single,joint,learnability] [--eval-seeds N]
                                   [--eval-samples K] [--eval-offset M] [--sft-temperatures T,...]
                                   [--trainer-seeds S,...] [--cold-starts DIR] [--out DIR] [key=value ...]
+    python benchmarks/learning.py --pool DIR,DIR,... [--out DIR]
 
 From one supervised cold start (the recipe's `trainer.sft`), the arms are:
   sft           no RL: the cold-start checkpoint itself;
@@ -23,6 +24,10 @@ pools the changes over those cold starts with a hierarchical bootstrap (runs, th
 Judging a change to the RL recipe: --cold-starts DIR takes each cold start from an earlier run's --out instead of
 training it again (8 of the quickstart's 10 minutes), and --eval-offset M evaluates on the held-out seeds M on from
 the recipe's first, so that choosing among RL variants does not tune them to the tasks a report is made on.
+
+Every held-out evaluation is kept as it ends, as `jointrl eval --out` writes one, in <run>/evals/<arm>.json.
+--pool DIR,DIR,... trains nothing: it pools the evaluations those runs kept (each a cold start's directory, an --out
+or one seed-S of it), so that cold starts trained at different times make one table.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ from jointrl.rl.significance import Change, compare_runs, family_of, task_pass_r
 from jointrl.rl.trainer import policy_from_state, train
 
 ARMS = ("sft", "single", "joint", "learnability")
+EVALS = "evals"  # a run's held-out evaluations, one JSON per arm
 
 
 def with_envs(cfg: RunConfig, run_dir: Path, **envs) -> RunConfig:
@@ -167,6 +173,41 @@ def plot(histories: dict[str, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def save_evaluation(run: Path, name: str, summary: EvalSummary) -> None:
+    """Keep one arm's held-out evaluation in run/evals/<name>.json (the format of `jointrl eval --out`)."""
+    folder = run / EVALS
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(summary.to_json()))
+
+
+def saved_evaluations(run: Path) -> dict[str, EvalSummary]:
+    """The held-out evaluations an earlier run kept, by arm."""
+    files = sorted((run / EVALS).glob("*.json"))
+    if not any(f.stem == "sft" for f in files):
+        raise SystemExit(f"--pool: no {run / EVALS / 'sft.json'}; give the directory of one cold start (an --out, "
+                         "or one seed-S of it)")
+    evaluations = {}
+    for file in files:
+        try:
+            evaluations[file.stem] = EvalSummary.from_json(json.loads(file.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"--pool: {file}: {err}") from None
+    return evaluations
+
+
+def pool(runs: list[Path], out: Path, console: Console) -> dict:
+    """The table over the evaluations earlier runs kept, pooled over those cold starts; written to out/learning.json."""
+    evaluations = [saved_evaluations(run) for run in runs]
+    shared = set.intersection(*(set(e) for e in evaluations))
+    dropped = sorted(set.union(*(set(e) for e in evaluations)) - shared)
+    if dropped:
+        console.print(f"left out (not in every run): {', '.join(dropped)}")
+    results = report([{arm: e[arm] for arm in e if arm in shared} for e in evaluations], console)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learning.json").write_text(json.dumps({"pooled_from": [str(r) for r in runs], **results}, indent=1))
+    return results
+
+
 def earlier_cold_start(cfg: RunConfig, run: Path) -> ColdStart:
     """The SFT checkpoint an earlier benchmark run (its --out, or one seed-S of it) holds, in place of a new one."""
     checkpoint = run / "sft" / "checkpoints" / "sft"
@@ -195,9 +236,15 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
     def evaluate_policy(state, env_ids, temperature=None):
         return held_out(cfg, start.tokenizer, state, env_ids, eval_seeds, eval_samples, temperature, eval_offset)
 
-    evals = {"sft": evaluate_policy(sft_state, start.env_ids)}
+    evals = {}
+
+    def keep(name: str, summary: EvalSummary) -> None:
+        evals[name] = summary
+        save_evaluation(out, name, summary)
+
+    keep("sft", evaluate_policy(sft_state, start.env_ids))
     for temperature in temperatures:
-        evals[f"sft@T{temperature:g}"] = evaluate_policy(sft_state, start.env_ids, temperature)
+        keep(f"sft@T{temperature:g}", evaluate_policy(sft_state, start.env_ids, temperature))
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:
@@ -218,12 +265,12 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
         summary = evaluate_policy(result.state, ids)
         histories[name], seconds[name] = result.history, time.perf_counter() - arm_start
         if domain is None:
-            evals[name] = summary
+            keep(name, summary)
         else:
             singles.append(summary)
     if singles:
         trajectories = [t for s in singles for t in s.trajectories]
-        evals["single"] = summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings)
+        keep("single", summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings))
     return evals, histories, seconds
 
 
@@ -244,9 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer-seeds", default="",
                         help="comma-separated trainer.seed values: one cold start and its arms each, pooled "
                              "(default: the recipe's one)")
+    parser.add_argument("--pool", metavar="DIR,...", default="",
+                        help="train nothing: pool the evaluations these earlier runs kept (each one cold start's "
+                             "directory) into one table")
     parser.add_argument("--out", default="runs/learning", help="output directory (default runs/learning)")
     # Intermixed: recipe overrides may follow the options, as in the usage line.
     args = parser.parse_intermixed_args(argv)
+    if args.pool:
+        runs = [Path(d) for d in args.pool.split(",") if d.strip()]
+        console = output_console()
+        pool(runs, Path(args.out), console)
+        console.print(f"wrote {Path(args.out) / 'learning.json'}")
+        return 0
     arms = args.arms.split(",")
     if any(a not in ARMS for a in arms) or "sft" not in arms:
         raise SystemExit(f"--arms {args.arms!r}: choose among {', '.join(ARMS)}, sft included")

@@ -37,9 +37,12 @@ from jointrl.rl.config.run import RunConfig
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.engine import Engine
 from jointrl.rl.rollout.task_sampler import TaskSampler
-from jointrl.rl.trajectory import Trajectory
+from jointrl.rl.trajectory import TokenLog, Trajectory
 
 ALL = "all"
+# The Episode fields each evaluated episode keeps in the summary's JSON: what its statistics and comparisons need.
+_EPISODE_FIELDS = ("env_id", "domain", "family", "difficulty", "seed", "tier", "group_id", "signals", "final_answer",
+                   "think_tokens", "answer_tokens", "think_budget", "turns", "truncated", "failed", "error")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -164,14 +167,8 @@ class EvalSummary:
     def to_json(self) -> dict:
         """JSON-ready data: settings, overall, per domain / tier / domain x tier / env, and every episode."""
         episodes = [
-            {
-                "env_id": t.episode.env_id, "domain": t.episode.domain, "seed": t.episode.seed, "tier": t.episode.tier,
-                "group_id": t.episode.group_id, "passed": passed(t.episode), "reward": reward,
-                "signals": dict(t.episode.signals), "final_answer": t.episode.final_answer,
-                "think_tokens": t.episode.think_tokens, "answer_tokens": t.episode.answer_tokens,
-                "think_budget": t.episode.think_budget, "turns": t.episode.turns, "truncated": t.episode.truncated,
-                "failed": t.episode.failed, "error": t.episode.error,
-            }
+            {**{name: getattr(t.episode, name) for name in _EPISODE_FIELDS}, "passed": passed(t.episode),
+             "reward": reward}
             for t, reward in zip(self.trajectories, self.rewards)
         ]
         return {
@@ -183,6 +180,19 @@ class EvalSummary:
             "envs": {e: s.to_json() for e, s in self.envs.items()},
             "episodes": episodes,
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> EvalSummary:
+        """The summary `to_json` wrote, rebuilt from its episodes: statistics and paired comparisons, no tokens."""
+        trajectories, rewards = [], []
+        for i, row in enumerate(data["episodes"]):
+            try:
+                episode = Episode(**{name: row[name] for name in _EPISODE_FIELDS})
+            except KeyError as err:
+                raise ValueError(f"episode {i} has no {err.args[0]!r}: not written by EvalSummary.to_json") from None
+            trajectories.append(TokenLog().trajectory(episode))
+            rewards.append(row["reward"])
+        return summarize(trajectories, rewards, data["settings"])
 
 
 def raw_rewards(cfg: RunConfig, episodes: Sequence[Episode]) -> list[float | None]:

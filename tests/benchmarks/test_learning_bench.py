@@ -67,6 +67,26 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     assert alone["change"] == 0.5 and alone["tasks"] == 4
 
 
+def test_pool_reads_back_the_evaluations_runs_kept_and_pools_them(tmp_path):
+    bench = _module()
+    # The cold starts of the test above, kept by two runs; the second also kept an arm the first did not run.
+    bench.save_evaluation(tmp_path / "a", "sft", _evaluation([1, 0, 0, 0]))
+    bench.save_evaluation(tmp_path / "a", "joint", _evaluation([1, 1, 1, 0]))
+    bench.save_evaluation(tmp_path / "b", "sft", _evaluation([1, 1, 0, 0]))
+    bench.save_evaluation(tmp_path / "b", "joint", _evaluation([1, 1, 0, 0]))
+    bench.save_evaluation(tmp_path / "b", "learnability", _evaluation([1, 1, 1, 1]))
+    console = Console(record=True, width=200)
+    results = bench.pool([tmp_path / "a", tmp_path / "b"], tmp_path / "pooled", console)
+    assert set(results["vs_sft"]) == {"joint"} and "left out (not in every run): learnability" in console.export_text()
+    pooled = json.loads((tmp_path / "pooled" / "learning.json").read_text())["vs_sft"]["joint"]["terminal/text-count"]
+    assert (pooled["a"], pooled["b"], pooled["change"], pooled["tasks"]) == (0.375, 0.625, 0.25, 8)
+    with pytest.raises(SystemExit, match=r"--pool: no .*c/evals/sft.json; give the directory of one cold start"):
+        bench.main(["--pool", f"{tmp_path / 'a'},{tmp_path / 'c'}", "--out", str(tmp_path / "x")])
+    (tmp_path / "a" / "evals" / "joint.json").write_text("{")
+    with pytest.raises(SystemExit, match=r"--pool: .*a/evals/joint.json: Expecting"):
+        bench.main(["--pool", f"{tmp_path / 'a'},{tmp_path / 'b'}", "--out", str(tmp_path / "x")])
+
+
 def test_a_cold_start_alone_reports_its_pass_rate_per_family():
     # --arms sft: no RL arm to compare with, so the SFT column is the cold start's own rate (1 of 4, then 3 of 4).
     runs = [{"sft": _evaluation([1, 0, 0, 0])}, {"sft": _evaluation([1, 1, 1, 0])}]
@@ -125,6 +145,11 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
         assert per_seed["trainer_seed"] == seed and per_seed["vs_sft"]["joint"]["all"]["tasks"] == tasks
         assert (out / f"seed-{seed}" / "learning.png").is_file() and (out / f"seed-{seed}" / "joint").is_dir()
     assert "pooled over 2 cold starts" in capsys.readouterr().out
+    # The evaluations each cold start kept pool to the same table without training anything.
+    code = _module().main(["--pool", f"{out / 'seed-3'},{out / 'seed-4'}", "--out", str(tmp_path / "pooled")])
+    assert code == 0
+    pooled = json.loads((tmp_path / "pooled" / "learning.json").read_text())
+    assert pooled["vs_sft"] == summary["vs_sft"]
 
     # The same cold starts reused: nothing is trained again, and the SFT checkpoints score as they did.
     again = tmp_path / "again"

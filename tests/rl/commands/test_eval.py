@@ -22,7 +22,7 @@ from jointrl.model.tokenizer import train_tokenizer
 from jointrl.model.transformer import Transformer
 from jointrl.rl.commands.cli import main
 from jointrl.rl.config.run import RunConfig
-from jointrl.rl.evaluate import k_values, pass_at_k, raw_rewards, summarize
+from jointrl.rl.evaluate import EvalSummary, k_values, pass_at_k, raw_rewards, summarize
 from jointrl.rl.sft import Conversation, encode, train_sft
 from jointrl.rl.trajectory import Trajectory
 
@@ -143,6 +143,11 @@ def test_summary_per_domain_tier_and_env_by_hand():
     data = json.loads(json.dumps(s.to_json()))
     assert data["domain_tiers"]["swe"]["high"]["pass_at_k"] == {"1": 0.0, "2": 0.0}
     assert [e["passed"] for e in data["episodes"]] == [True, False, False, False, True, True]
+    # Read back from its JSON, the summary recomputes the same statistics from the episodes alone.
+    assert json.loads(json.dumps(EvalSummary.from_json(data).to_json())) == data
+    del data["episodes"][3]["family"]
+    with pytest.raises(ValueError, match="episode 3 has no 'family'"):
+        EvalSummary.from_json(data)
 
 
 def test_raw_rewards_follow_the_recipe_table():
