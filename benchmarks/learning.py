@@ -299,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     if args.pool:
         runs = [Path(d) for d in args.pool.split(",") if d.strip()]
+        if not runs:
+            raise SystemExit(f"--pool {args.pool!r}: give one or more run directories, comma-separated")
         console = output_console()
         pool(runs, Path(args.out), console)
         console.print(f"wrote {Path(args.out) / 'learning.json'}")

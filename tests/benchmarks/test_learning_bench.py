@@ -82,6 +82,8 @@ def test_pool_reads_back_the_evaluations_runs_kept_and_pools_them(tmp_path):
     assert (pooled["a"], pooled["b"], pooled["change"], pooled["tasks"]) == (0.375, 0.625, 0.25, 8)
     with pytest.raises(SystemExit, match=r"--pool: no .*c/evals/sft.json; give the directory of one cold start"):
         bench.main(["--pool", f"{tmp_path / 'a'},{tmp_path / 'c'}", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match=r"--pool ',': give one or more run directories"):
+        bench.main(["--pool", ",", "--out", str(tmp_path / "x")])
     (tmp_path / "a" / "evals" / "joint.json").write_text("{")
     with pytest.raises(SystemExit, match=r"--pool: .*a/evals/joint.json: Expecting"):
         bench.main(["--pool", f"{tmp_path / 'a'},{tmp_path / 'b'}", "--out", str(tmp_path / "x")])
