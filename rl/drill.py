@@ -156,10 +156,11 @@ def train_packed(model: Transformer, next_batch: Callable[[], tuple[torch.Tensor
     losses = []
     for _ in range(steps):
         tokens, valid, counted = next_batch()
-        out = model(tokens[:, :-1], valid=valid[:, :-1])
-        nll = F.cross_entropy(out.logits.flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")  # [B*T]
-        mask = counted[:, 1:].flatten().float()
-        loss = (nll * mask).sum() / mask.sum()
+        # Only the counted positions are projected onto the vocabulary: with dim 64 and 4,096 tokens the head is
+        # most of a step, and a reply-only drill counts a minority of its positions.
+        out = model(tokens[:, :-1], valid=valid[:, :-1], return_logits=False)
+        keep = counted[:, 1:]  # [B, T]
+        loss = F.cross_entropy(model.head(out.hidden[keep]), tokens[:, 1:][keep])
         optimizer.zero_grad(set_to_none=True)
         (loss + out.aux_loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

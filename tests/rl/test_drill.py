@@ -1,6 +1,7 @@
 """The copy drill: which (message -> reply) pairs it takes, how it packs them, and that training on them runs."""
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
 from jointrl.rl.drill import (PAIR_CHARS, SPAN_TOKENS, drill_batch, drill_pairs, read_messages, span_batch, train_drill,
-                               train_spans)
+                               train_packed, train_spans)
 from jointrl.rl.sft import Conversation
 
 
@@ -119,6 +120,30 @@ def test_training_on_copy_pairs_lowers_the_loss():
     assert len(losses) == 60
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
     assert not model.training
+
+
+def test_a_step_matches_the_masked_mean_over_every_position_logits():
+    torch.manual_seed(0)
+    cfg = PRESETS["debug"].model_copy(update={"vocab_size": 64})
+    model = Transformer(cfg)
+    reference = copy.deepcopy(model)
+    tokens = torch.randint(3, 64, (3, 17))
+    valid = torch.ones_like(tokens, dtype=torch.bool)
+    valid[2, 12:] = False  # a padded row
+    counted = valid & (torch.arange(17) % 3 == 0)
+    # The naive step: logits at every position, their cross-entropy masked to the counted targets.
+    out = reference(tokens[:, :-1], valid=valid[:, :-1])
+    nll = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
+    mask = counted[:, 1:].flatten().float()
+    expected = (nll * mask).sum() / mask.sum()
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.0)
+    (expected + out.aux_loss).backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+    optimizer.step()
+    losses = train_packed(model, lambda: (tokens, valid, counted), steps=1, lr=1e-2)
+    assert losses[0] == pytest.approx(expected.item(), rel=1e-6)
+    for (name, got), want in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_too_few_pairs_is_an_error():
