@@ -301,4 +301,4 @@ def test_overrides_without_a_recipe_apply_to_the_default_one(parity, tmp_path, c
     # No recipe is stored with this checkpoint, so the quickstart recipe applies, with the override.
     override = "envs.eval_seeds.start=1000010"
     code, _, err = _eval(capsys, checkpoint, override, "--envs", PARITY, "--seeds", "1000000:1000001")
-    assert code == 1 and "outside the held-out range [1000010, 1000064)" in err
+    assert code == 1 and "outside the held-out range [1000010, 1000128)" in err
