@@ -23,10 +23,9 @@ import random
 from typing import Callable, Iterable
 
 import torch
-import torch.nn.functional as F
 
 from jointrl.model.transformer import Transformer
-from jointrl.rl.sft import Conversation
+from jointrl.rl.sft import Conversation, SFTBatch, sft_loss
 
 PAIR_CHARS = 600  # a pair's message is cut to its last this many characters: long tool output would crowd the pack
 
@@ -156,11 +155,8 @@ def train_packed(model: Transformer, next_batch: Callable[[], tuple[torch.Tensor
     losses = []
     for _ in range(steps):
         tokens, valid, counted = next_batch()
-        # Only the counted positions are projected onto the vocabulary: with dim 64 and 4,096 tokens the head is
-        # most of a step, and a reply-only drill counts a minority of its positions.
-        out = model(tokens[:, :-1], valid=valid[:, :-1], return_logits=False)
-        keep = counted[:, 1:]  # [B, T]
-        loss = F.cross_entropy(model.head(out.hidden[keep]), tokens[:, 1:][keep])
+        # SFT's loss projects only the counted positions onto the vocabulary, and a reply-only drill counts a minority.
+        loss, out = sft_loss(model, SFTBatch(tokens[:, :-1], tokens[:, 1:], counted[:, 1:].float(), valid[:, :-1]))
         optimizer.zero_grad(set_to_none=True)
         (loss + out.aux_loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
