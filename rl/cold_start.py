@@ -1,8 +1,9 @@
 """The supervised cold start of a recipe — tokenizer, demonstrations, SFT, checkpoint."""
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
 
@@ -17,12 +18,15 @@ from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
 from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
+from jointrl.rl.demo_check import DemoCheck, check_demos, print_checks
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.drill import ARROW, drill_pairs, read_messages, reply_start, train_drill, train_spans
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
+
+COPY_CHECK_FILE = "copy_check.json"  # in the run directory
 
 
 @dataclass
@@ -128,6 +132,9 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     console.print(f"{len(losses)} steps in {time.perf_counter() - start:.0f}s: loss {losses[0]:.3f} -> "
                   f"{sum(tail) / len(tail):.3f} (mean of the last {len(tail)})")
     checkpoint = save_pretrained(model, checkpoint_dir(cfg) / "sft", tokenizer=tokenizer)
+    if sft.check_demos:
+        # After the SFT demos' seeds and the drill's: demos neither stage trained on.
+        copy_check(cfg, model, tokenizer, env_ids, first + max(counts.values()) + sft.drill_demos_per_env, console)
     print_places(console, "SFT finished:", [("checkpoint", str(checkpoint)), *tracker.places()])
     return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
 
@@ -163,6 +170,26 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
     return losses
+
+
+def copy_check(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, env_ids: list[str],
+               check_seed: int, console: Console) -> list[DemoCheck]:
+    """The copy check of the finished cold start on trainer.sft.check_demos unseen demos per env id from check_seed."""
+    sft = cfg.trainer.sft
+    stop = check_seed + sft.check_demos
+    if stop > cfg.envs.train_seeds.stop:
+        raise ValueError(f"trainer.sft.check_demos={sft.check_demos}: its seeds {check_seed}..{stop} run past "
+                         f"envs.train_seeds.stop={cfg.envs.train_seeds.stop}; lower it or raise the stop")
+    start = time.perf_counter()
+    tiers = TierSelector.from_config(cfg.rollout.tier_selection)
+    demos = {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers) for env_id in env_ids}
+    # Whole demos, as a rollout sees them, up to the model's context (SFT may cut them shorter).
+    checks = check_demos(model, tokenizer, demos, cfg.model.max_seq_len - 1)
+    print_checks(checks, console)
+    path = Path(cfg.tracking.run_dir) / COPY_CHECK_FILE
+    path.write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    console.print(f"copy check in {time.perf_counter() - start:.0f}s: {path}")
+    return checks
 
 
 def span_stage(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer,

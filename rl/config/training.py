@@ -167,6 +167,11 @@ class SFTConfig(Section):
         "random numbers are noise to predict: counted, they held a list's copy at 0.45 of its digits after 2,500 "
         "steps, against 0.99 (benchmarks/list_copy.py, docs/learning.md)."
     )
+    check_demos: int = Field(
+        0, ge=0, description="Unseen demonstrations per env id (train seeds after the SFT and drill demos') that the "
+        "finished cold start is checked on: the fraction it reproduces token for token under teacher forcing "
+        "(rl/demo_check.py), which followed each family's held-out pass rate; 0 = no check."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."

@@ -1,10 +1,12 @@
 """Smoke test: the real quickstart and sft commands on the shipped recipe, shrunk by overrides."""
+import json
 from pathlib import Path
 
 import pytest
 
 from jointrl.model.checkpoint import from_pretrained
 from jointrl.model.tokenizer import JointTokenizer
+from jointrl.rl.cold_start import demo_counts
 from jointrl.rl.commands.cli import main
 from jointrl.rl.evaluate import evaluate
 from jointrl.rl.recipe import load_recipe
@@ -45,12 +47,32 @@ def test_quickstart_runs_every_stage_and_leaves_loadable_checkpoints(tmp_path, c
     assert "already holds an SFT run" in capsys.readouterr().err
 
 
-def test_sft_command_writes_the_checkpoint_where_the_recipe_says(tmp_path, capsys):
+def test_sft_command_writes_the_checkpoint_where_the_recipe_says_and_checks_it_on_unseen_demos(
+        tmp_path, capsys, monkeypatch):
+    import jointrl.rl.cold_start as cold_start
+
+    seeds = []
+    plain = cold_start.collect_demos
+
+    def spy(env_ids, env_seeds, tiers=None):
+        seeds.append(list(env_seeds))
+        return plain(env_ids, env_seeds, tiers)
+
+    monkeypatch.setattr(cold_start, "collect_demos", spy)
     ckpt_dir = tmp_path / "ckpts"
-    assert main(["sft", "quickstart", *SHRINK, f"checkpoint.dir={ckpt_dir}", f"tracking.run_dir={tmp_path / 'run'}",
-                 "tracking.wandb_mode=disabled"]) == 0
+    # The debug preset's 512 tokens hold no text-count reply: the check covers the model's context, not SFT's cut.
+    assert main(["sft", "quickstart", *SHRINK, "trainer.sft.check_demos=2", "model.max_seq_len=2048", f"checkpoint.dir={ckpt_dir}",
+                 f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"]) == 0
     assert (ckpt_dir / "sft" / "model.safetensors").is_file()
-    assert "loss" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "loss" in out and "copy check" in out
+    checks = json.loads((tmp_path / "run" / "copy_check.json").read_text())
+    env_ids = list(demo_counts(load_recipe("quickstart", SHRINK)))
+    assert [c["env_id"] for c in checks] == env_ids
+    assert all(c["demos"] == 2 and 0 <= c["reproduced"] <= c["token_accuracy"] <= 1 for c in checks)
+    # Each env id's SFT seed, the drill's seed, then each env id's two check seeds: none trained on.
+    trained, check = seeds[: -len(env_ids)], seeds[-len(env_ids):]
+    assert check == [[2, 3]] * len(env_ids) and {0, 1} == {s for env_seeds in trained for s in env_seeds}
 
 
 def test_sft_with_no_sequence_inside_max_len_names_the_key(tmp_path, capsys):
