@@ -168,5 +168,16 @@ class RunConfig(Section):
                 "Client address (ray://) runs it elsewhere: use object_store or start the run on the head node",
                 self.rollout.weight_transport,
             ))
+        held_out = self.envs.eval_seeds
+        if self.trainer.eval_seeds_per_env > held_out.stop - held_out.start:
+            # The run's evaluations take eval_seeds_per_env seeds from the range's start; past its stop they would
+            # play tasks the recipe never set aside.
+            problems.append((
+                ("trainer", "eval_seeds_per_env"),
+                f"eval_seeds_per_env={self.trainer.eval_seeds_per_env} is more than the "
+                f"{held_out.stop - held_out.start} held-out seeds of envs.eval_seeds ({held_out.start}.."
+                f"{held_out.stop}): lower it or raise envs.eval_seeds.stop",
+                self.trainer.eval_seeds_per_env,
+            ))
         raise_at("RunConfig", problems)
         return self

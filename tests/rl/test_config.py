@@ -116,6 +116,11 @@ BAD = [
     ({"envs": {"eval_seeds": {"start": 10, "stop": 20}}}, ("envs", "eval_seeds", "start"), "at or above 1000000"),
     ({"envs": {"train_seeds": {"start": 0, "stop": 1000001}}}, ("envs", "train_seeds", "stop"), "below 1000000"),
     ({"envs": {"train_seeds": {"start": 5, "stop": 5}}}, ("envs", "train_seeds", "stop"), "greater than start"),
+    (
+        {"trainer": {"eval_seeds_per_env": 65}, "envs": {"eval_seeds": {"start": 1000000, "stop": 1000064}}},
+        ("trainer", "eval_seeds_per_env"),
+        "eval_seeds_per_env=65 is more than the 64 held-out seeds of envs.eval_seeds (1000000..1000064)",
+    ),
     ({"rollout": {"tiers": {"low": 600, "high": 500}}}, ("rollout", "tiers", "high"), "below low"),
     (
         {"rollout": {"tier_selection": {"mode": "ratios", "ratios": {"low": 0.5, "high": 0.4}}}},
@@ -176,7 +181,8 @@ def test_accepted_seed_ranges_sit_on_their_side_of_the_held_out_start_and_never_
         for held in ranges:
             envs = {"train_seeds": train.model_dump(), "eval_seeds": held.model_dump()}
             try:
-                RunConfig(model={"preset": "tiny"}, envs=envs)
+                # One evaluation seed per env: these held-out ranges hold one or two.
+                RunConfig(model={"preset": "tiny"}, envs=envs, trainer={"eval_seeds_per_env": 1})
                 accepted = True
             except ValidationError:
                 accepted = False
