@@ -18,7 +18,7 @@ from jointrl.model.tokenizer import JointTokenizer, train_tokenizer
 from jointrl.model.tokenizer_corpus import default_corpus
 from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
-from jointrl.rl.demo_check import DemoCheck, check_demos, print_checks
+from jointrl.rl.demo_check import CopyCheck, check_demos, check_line, check_pairs, print_checks
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.drill import ARROW, drill_pairs, read_messages, reply_start, train_drill, train_spans
 from jointrl.rl.progress import Progress
@@ -93,6 +93,9 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     counts = demo_counts(cfg)
     env_ids = list(counts)
     first = cfg.envs.train_seeds.start
+    # After the SFT demos' seeds and the drill's: demos neither stage trains on. Played first, so that a bad range
+    # fails before the training does.
+    check = check_set(cfg, env_ids, first + max(counts.values()) + sft.drill_demos_per_env) if sft.check_demos else None
     demos, tokenizer = sft_data(cfg, console, counts)
 
     for line in demo_misfits(tokenizer, demos, cfg.rollout, cfg.model.max_seq_len):
@@ -110,9 +113,10 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
 
     if sft.span_steps:
         span_stage(cfg, model, tokenizer, demos, console)
+    drill_checks: list[dict] = []
     if sft.drill_steps:
         # Drill seeds come after every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
-        copy_drill(cfg, model, tokenizer, demos, env_ids, first + max(counts.values()), console)
+        drill_checks = copy_drill(cfg, model, tokenizer, demos, env_ids, first + max(counts.values()), console, check)
 
     start = time.perf_counter()
     tracker = Tracker(cfg, run_dir, stage="sft", console=console)
@@ -132,16 +136,17 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     console.print(f"{len(losses)} steps in {time.perf_counter() - start:.0f}s: loss {losses[0]:.3f} -> "
                   f"{sum(tail) / len(tail):.3f} (mean of the last {len(tail)})")
     checkpoint = save_pretrained(model, checkpoint_dir(cfg) / "sft", tokenizer=tokenizer)
-    if sft.check_demos:
-        # After the SFT demos' seeds and the drill's: demos neither stage trained on.
-        copy_check(cfg, model, tokenizer, env_ids, first + max(counts.values()) + sft.drill_demos_per_env, console)
+    if check is not None:
+        copy_check(cfg, model, tokenizer, check, drill_checks, console)
     print_places(console, "SFT finished:", [("checkpoint", str(checkpoint)), *tracker.places()])
     return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
 
 
-def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation], env_ids: list[str],
-               drill_seed: int, console: Console) -> list[float]:
-    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed."""
+def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation],
+               env_ids: list[str], drill_seed: int, console: Console,
+               check: dict[str, list[Conversation]] | None = None) -> list[dict]:
+    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed;
+    every trainer.sft.drill_check_every steps, the copy check on the pairs of `check` (each {"step", "checks"})."""
     sft = cfg.trainer.sft
     start = time.perf_counter()
     # A drill pair holds no tier token, so these demos need no tier of the rollout's.
@@ -159,35 +164,59 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     envs = list(by_env.values())
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
                   f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
+    max_len = sft.drill_max_len or sft.max_len
+    checked: list[dict] = []
+    pairs = check_pairs_of(tokenizer, check, max_len, sft.drill_turns) if check and sft.drill_check_every else None
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
+        def log(step: int, loss: float) -> None:
+            progress.advance(info=f"loss {loss:.3f}")
+            if pairs is not None and (step % sft.drill_check_every == 0 or step == sft.drill_steps):
+                # No gradient and no random draw: the drill's weights come out the same with or without it.
+                checks = check_pairs(model, pairs)
+                console.print(f"drill pairs, {check_line(step, checks)}", highlight=False)
+                checked.append({"step": step, "checks": [asdict(c) for c in checks]})
+
         losses = train_drill(model, encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
-                             pack=sft.drill_pack, max_len=sft.drill_max_len or sft.max_len, pad_id=tokenizer.pad_id,
-                             seed=cfg.trainer.seed,
-                             log=lambda step, loss: progress.advance(info=f"loss {loss:.3f}"),
-                             envs=envs if sft.drill_balance == "env" else None,
-                             starts=starts)
+                             pack=sft.drill_pack, max_len=max_len, pad_id=tokenizer.pad_id, seed=cfg.trainer.seed,
+                             log=log, envs=envs if sft.drill_balance == "env" else None, starts=starts)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
-    return losses
+    return checked
 
 
-def copy_check(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, env_ids: list[str],
-               check_seed: int, console: Console) -> list[DemoCheck]:
-    """The copy check of the finished cold start on trainer.sft.check_demos unseen demos per env id from check_seed."""
+def check_pairs_of(tokenizer: JointTokenizer | HFTokenizer, check: dict[str, list[Conversation]], max_len: int,
+                   turns: str) -> dict[str, list[tuple[list[int], int]]]:
+    """Each env id's drill pairs of its check demos, as the drill encodes them: (ids cut to max_len + 1, reply start)."""
+    pairs: dict[str, list[tuple[list[int], int]]] = {}
+    for env_id, conversations in check.items():
+        pairs[env_id] = []
+        for pair in drill_pairs(conversations, turns):
+            ids = tokenizer.encode(pair)
+            pairs[env_id].append((ids[: max_len + 1], reply_start(pair, ids, tokenizer.decode)))
+    return pairs
+
+
+def check_set(cfg: RunConfig, env_ids: list[str], check_seed: int) -> dict[str, list[Conversation]]:
+    """The copy check's demos: trainer.sft.check_demos train seeds per env id from check_seed, as SFT renders them."""
     sft = cfg.trainer.sft
     stop = check_seed + sft.check_demos
     if stop > cfg.envs.train_seeds.stop:
         raise ValueError(f"trainer.sft.check_demos={sft.check_demos}: its seeds {check_seed}..{stop} run past "
                          f"envs.train_seeds.stop={cfg.envs.train_seeds.stop}; lower it or raise the stop")
-    start = time.perf_counter()
     tiers = TierSelector.from_config(cfg.rollout.tier_selection)
-    demos = {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers) for env_id in env_ids}
+    return {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers) for env_id in env_ids}
+
+
+def copy_check(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer,
+               check: dict[str, list[Conversation]], drill_checks: list[dict], console: Console) -> list[CopyCheck]:
+    """The copy check of the finished cold start, written with the drill's checks to the run's COPY_CHECK_FILE."""
+    start = time.perf_counter()
     # Whole demos, as a rollout sees them, up to the model's context (SFT may cut them shorter).
-    checks = check_demos(model, tokenizer, demos, cfg.model.max_seq_len - 1)
-    print_checks(checks, console)
+    checks = check_demos(model, tokenizer, check, cfg.model.max_seq_len - 1)
+    print_checks(checks, console, "copy check: unseen demonstrations under teacher forcing")
     path = Path(cfg.tracking.run_dir) / COPY_CHECK_FILE
-    path.write_text(json.dumps([asdict(c) for c in checks], indent=1))
+    path.write_text(json.dumps({"sft": [asdict(c) for c in checks], "drill": drill_checks}, indent=1))
     console.print(f"copy check in {time.perf_counter() - start:.0f}s: {path}")
     return checks
 

@@ -5,7 +5,9 @@ demo's own at every generated position. Each agent family's program or command h
 of the task, and a cold start forms that copy per family, on some seeds and not others (docs/learning.md). The
 reproduced fraction on a few dozen demos per env id followed each family's held-out pass rate across cold starts,
 and takes seconds where an evaluation takes minutes; the demos come from train seeds that SFT and the drill did not
-use, so judging a cold start by them leaves the held-out seeds untouched.
+use, so judging a cold start by them leaves the held-out seeds untouched. The same check on the demos' drill pairs
+(each message, then the reply written out; `check_pairs`) follows each family's copy through the drill, whose one
+loss for the mix hides a family that lags.
 """
 from __future__ import annotations
 
@@ -21,54 +23,67 @@ from jointrl.rl.sft import Conversation, encode
 
 
 @dataclass
-class DemoCheck:
-    """One env id's check over its demos' generated tokens."""
+class CopyCheck:
+    """One env id's check over its examples' generated (or reply) tokens."""
 
     env_id: str
-    demos: int
-    # None when no demo has a generated token within max_len.
+    examples: int  # demos or drill pairs checked
+    # None when no example has a generated token within the length checked.
     loss: float | None  # mean next-token loss
-    token_accuracy: float | None  # fraction whose most likely token is the demo's
-    reproduced: float | None  # fraction of demos with every generated token the most likely one
+    token_accuracy: float | None  # fraction whose most likely token is the example's
+    reproduced: float | None  # fraction of examples with every generated token the most likely one
 
 
 @torch.no_grad()
-def check_demos(model: Transformer, tokenizer, demos: dict[str, list[Conversation]], max_len: int) -> list[DemoCheck]:
-    """The check of each env id on its demos, each cut to max_len + 1 tokens."""
+def check_rows(model: Transformer, env_id: str, rows: list[tuple[list[int], list[bool]]]) -> CopyCheck:
+    """The check over rows of (ids, mask): mask[t] marks ids[t] as a generated token the policy must reproduce."""
     was_training = model.training
     model.eval()
-    checks = []
-    for env_id, conversations in demos.items():
-        examples = encode(tokenizer, conversations, max_len)
-        if not examples:
-            # Its demos' replies lie past max_len (the cold start warns of such demos): nothing to check.
-            checks.append(DemoCheck(env_id, 0, None, None, None))
-            continue
-        nll = hits = tokens = reproduced = 0.0
-        for ids, mask in examples:
-            row = torch.tensor(ids)
-            generated = torch.tensor(mask[1:], dtype=torch.bool)  # [T]: is position t + 1 a generated token
-            hidden = model(row[None, :-1], return_logits=False).hidden[0]  # [T, D]
-            logits = model.head(hidden[generated]).float()  # [N, V]
-            targets = row[1:][generated]  # [N]
-            nll += F.cross_entropy(logits, targets, reduction="sum").item()
-            right = logits.argmax(-1) == targets
-            hits += right.sum().item()
-            tokens += len(targets)
-            reproduced += bool(right.all())
-        checks.append(DemoCheck(env_id, len(examples), nll / tokens, hits / tokens, reproduced / len(examples)))
+    nll = hits = tokens = reproduced = 0.0
+    rows = [(ids, mask) for ids, mask in rows if any(mask[1:])]
+    for ids, mask in rows:
+        row = torch.tensor(ids)
+        generated = torch.tensor(mask[1:], dtype=torch.bool)  # [T]: is position t + 1 a generated token
+        hidden = model(row[None, :-1], return_logits=False).hidden[0]  # [T, D]
+        logits = model.head(hidden[generated]).float()  # [N, V]
+        targets = row[1:][generated]  # [N]
+        nll += F.cross_entropy(logits, targets, reduction="sum").item()
+        right = logits.argmax(-1) == targets
+        hits += right.sum().item()
+        tokens += len(targets)
+        reproduced += bool(right.all())
     model.train(was_training)
-    return checks
+    if not rows:
+        return CopyCheck(env_id, 0, None, None, None)
+    return CopyCheck(env_id, len(rows), nll / tokens, hits / tokens, reproduced / len(rows))
 
 
-def print_checks(checks: list[DemoCheck], console: Console) -> None:
+def check_demos(model: Transformer, tokenizer, demos: dict[str, list[Conversation]], max_len: int) -> list[CopyCheck]:
+    """The check of each env id on its demos, each cut to max_len + 1 tokens."""
+    return [check_rows(model, env_id, encode(tokenizer, conversations, max_len))
+            for env_id, conversations in demos.items()]
+
+
+def check_pairs(model: Transformer, pairs: dict[str, list[tuple[list[int], int]]]) -> list[CopyCheck]:
+    """The check of each env id on its drill pairs, given as (ids, index of the reply's first token)."""
+    return [check_rows(model, env_id, [(ids, [t >= start for t in range(len(ids))]) for ids, start in rows])
+            for env_id, rows in pairs.items()]
+
+
+def print_checks(checks: list[CopyCheck], console: Console, title: str) -> None:
     """One row per env id."""
-    table = Table(title="copy check: unseen demonstrations under teacher forcing")
-    for name in ("env id", "demos", "loss", "token accuracy", "reproduced"):
+    table = Table(title=title)
+    for name in ("env id", "checked", "loss", "token accuracy", "reproduced"):
         table.add_column(name, justify="left" if name == "env id" else "right")
     for c in checks:
-        if c.demos:
-            table.add_row(c.env_id, str(c.demos), f"{c.loss:.4f}", f"{c.token_accuracy:.4f}", f"{c.reproduced:.2f}")
+        if c.examples:
+            table.add_row(c.env_id, str(c.examples), f"{c.loss:.4f}", f"{c.token_accuracy:.4f}", f"{c.reproduced:.2f}")
         else:
-            table.add_row(c.env_id, "0", "-", "-", "- (no reply within the context)")
+            table.add_row(c.env_id, "0", "-", "-", "- (no reply within the length checked)")
     console.print(table)
+
+
+def check_line(step: int, checks: list[CopyCheck]) -> str:
+    """One line for a check during training: each env id's reproduced fraction."""
+    cells = [f"{c.env_id} {'-' if c.reproduced is None else f'{c.reproduced:.2f}'}" for c in checks]
+    return f"step {step}: reproduced " + " | ".join(cells)

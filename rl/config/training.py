@@ -172,10 +172,22 @@ class SFTConfig(Section):
         "finished cold start is checked on: the fraction it reproduces token for token under teacher forcing "
         "(rl/demo_check.py), which followed each family's held-out pass rate; 0 = no check."
     )
+    drill_check_every: int = Field(
+        0, ge=0, description="Drill steps between copy checks on the check demos' drill pairs (and one at the "
+        "drill's end): each family's reproduced fraction as the drill goes, which its one loss for the mix hides; "
+        "needs check_demos; 0 = none."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> SFTConfig:
+        if self.drill_check_every and not self.check_demos:
+            fail_at("SFTConfig", ("drill_check_every",), "the drill's copy checks run on the check demos: set "
+                    "check_demos too", self.drill_check_every)
+        return self
 
 
 class TrainerConfig(Section):

@@ -1,12 +1,15 @@
-"""The copy check: each env id's unseen demos under teacher forcing, against a token-by-token reference."""
+"""The copy check: each env id's unseen demos (or their drill pairs) under teacher forcing, against a
+prefix-by-prefix reference."""
+import copy
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from jointrl.rl.cold_start import copy_check
-from jointrl.rl.demo_check import check_demos
+from jointrl.rl.cold_start import check_pairs_of, check_set
+from jointrl.rl.demo_check import check_demos, check_pairs
+from jointrl.rl.drill import drill_pairs, reply_start, train_drill
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.sft import Conversation, encode
 from tests.rl import agent_envs
@@ -25,10 +28,9 @@ def _lookup_demos(seeds, wrong_answer=False):
     return demos
 
 
-def _reference(model, tokenizer, conversations, max_len):
+def _reference(model, examples):
     """Loss, token accuracy and reproduced fraction from one forward per generated token over its prefix alone."""
     nll, hits, tokens, reproduced = 0.0, 0, 0, 0
-    examples = encode(tokenizer, conversations, max_len)
     for ids, mask in examples:
         every = True
         for t in range(1, len(ids)):
@@ -51,9 +53,9 @@ def test_the_check_matches_a_prefix_by_prefix_reference_and_tells_a_copied_famil
     demos = {"copied": _lookup_demos(range(4)), "off": _lookup_demos(range(4), wrong_answer=True)}
     checks = {c.env_id: c for c in check_demos(model, tokenizer, demos, 512)}
     for env_id, conversations in demos.items():
-        loss, accuracy, reproduced = _reference(model, tokenizer, conversations, 512)
+        loss, accuracy, reproduced = _reference(model, encode(tokenizer, conversations, 512))
         c = checks[env_id]
-        assert c.demos == 4
+        assert c.examples == 4
         assert math.isclose(c.loss, loss, rel_tol=1e-4)
         assert c.token_accuracy == pytest.approx(accuracy, abs=1e-12)
         assert c.reproduced == reproduced
@@ -63,8 +65,46 @@ def test_the_check_matches_a_prefix_by_prefix_reference_and_tells_a_copied_famil
     assert not model.training
 
 
+def test_the_pair_check_counts_the_reply_only_as_the_drill_does(fitted_lookup_policy):
+    model, tokenizer = fitted_lookup_policy
+    demos = {"lookup": _lookup_demos(range(3))}
+    pairs = check_pairs_of(tokenizer, demos, 512, "calls")
+    texts = drill_pairs(demos["lookup"], "calls")
+    assert [ids for ids, _ in pairs["lookup"]] == [tokenizer.encode(t) for t in texts]
+    [c] = check_pairs(model, pairs)
+    starts = [reply_start(t, tokenizer.encode(t), tokenizer.decode) for t in texts]
+    rows = [(ids, [t >= start for t in range(len(ids))]) for (ids, _), start in zip(pairs["lookup"], starts)]
+    loss, accuracy, reproduced = _reference(model, rows)
+    assert c.examples == 3 and math.isclose(c.loss, loss, rel_tol=1e-4)
+    assert c.token_accuracy == pytest.approx(accuracy, abs=1e-12) and c.reproduced == reproduced
+
+
+def test_checks_between_drill_steps_leave_its_weights_as_they_would_be(fitted_lookup_policy):
+    policy, tokenizer = fitted_lookup_policy
+    pairs = check_pairs_of(tokenizer, {"lookup": _lookup_demos(range(3))}, 512, "calls")
+    encoded = [ids for ids, _ in pairs["lookup"]] * 2
+    trained = []
+    for checking in (False, True):
+        model = copy.deepcopy(policy)
+
+        def log(step, loss):
+            check_pairs(model, pairs)
+            assert model.training, "the check hands the model back in training mode"
+
+        log = log if checking else None
+        train_drill(model, encoded, steps=3, lr=1e-3, batch_size=2, pack=2, max_len=64, pad_id=tokenizer.pad_id, log=log)
+        trained.append(model.state_dict())
+    assert all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
+    assert any(not torch.equal(trained[0][k], v) for k, v in policy.state_dict().items()), "the drill trained nothing"
+
+
 def test_check_seeds_past_the_train_range_name_the_keys():
     cfg = load_recipe("quickstart", ["trainer.sft.check_demos=8", "envs.train_seeds.stop=100"])
     with pytest.raises(ValueError, match=r"trainer\.sft\.check_demos=8: its seeds 96\.\.104 run past "
                                          r"envs\.train_seeds\.stop=100"):
-        copy_check(cfg, None, None, ["reasoning/syllogism-v0:default"], 96, None)
+        check_set(cfg, ["reasoning/syllogism-v0:default"], 96)
+
+
+def test_drill_checks_without_check_demos_name_the_key():
+    with pytest.raises(ValueError, match=r"trainer\.sft\.drill_check_every.*set check_demos too"):
+        load_recipe("quickstart", ["trainer.sft.drill_check_every=10"])

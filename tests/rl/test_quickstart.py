@@ -61,17 +61,21 @@ def test_sft_command_writes_the_checkpoint_where_the_recipe_says_and_checks_it_o
     monkeypatch.setattr(cold_start, "collect_demos", spy)
     ckpt_dir = tmp_path / "ckpts"
     # The debug preset's 512 tokens hold no text-count reply: the check covers the model's context, not SFT's cut.
-    assert main(["sft", "quickstart", *SHRINK, "trainer.sft.check_demos=2", "model.max_seq_len=2048", f"checkpoint.dir={ckpt_dir}",
-                 f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"]) == 0
+    assert main(["sft", "quickstart", *SHRINK, "trainer.sft.check_demos=2", "trainer.sft.drill_check_every=1",
+                 "model.max_seq_len=2048", f"checkpoint.dir={ckpt_dir}", f"tracking.run_dir={tmp_path / 'run'}",
+                 "tracking.wandb_mode=disabled"]) == 0
     assert (ckpt_dir / "sft" / "model.safetensors").is_file()
     out = capsys.readouterr().out
     assert "loss" in out and "copy check" in out
-    checks = json.loads((tmp_path / "run" / "copy_check.json").read_text())
+    written = json.loads((tmp_path / "run" / "copy_check.json").read_text())
     env_ids = list(demo_counts(load_recipe("quickstart", SHRINK)))
-    assert [c["env_id"] for c in checks] == env_ids
-    assert all(c["demos"] == 2 and 0 <= c["reproduced"] <= c["token_accuracy"] <= 1 for c in checks)
-    # Each env id's SFT seed, the drill's seed, then each env id's two check seeds: none trained on.
-    trained, check = seeds[: -len(env_ids)], seeds[-len(env_ids):]
+    assert [c["env_id"] for c in written["sft"]] == env_ids
+    assert all(c["examples"] == 2 and 0 <= c["reproduced"] <= c["token_accuracy"] <= 1 for c in written["sft"])
+    # One check after each of the two drill steps, on the pairs of the check demos (syllogism's turns call no tool).
+    assert [d["step"] for d in written["drill"]] == [1, 2]
+    assert [c["env_id"] for c in written["drill"][0]["checks"]] == env_ids
+    # Each env id's two check seeds first, then its SFT seed, then the drill's seed: none of the check's trained on.
+    check, trained = seeds[: len(env_ids)], seeds[len(env_ids):]
     assert check == [[2, 3]] * len(env_ids) and {0, 1} == {s for env_seeds in trained for s in env_seeds}
 
 
