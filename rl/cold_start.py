@@ -84,10 +84,11 @@ def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[
 def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> ColdStart:
     """Train the tokenizer, play the mix's demonstrations, fine-tune a fresh model on them, save it.
 
-    A run directory whose SFT checkpoint or metrics exist is refused unless overwrite, which deletes them.
+    A run directory whose SFT checkpoint, metrics or copy check exist is refused unless overwrite, which deletes them.
     """
     run_dir = Path(cfg.tracking.run_dir)
-    claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE], stage="sft", overwrite=overwrite)
+    claim_run_dir(run_dir, [checkpoint_dir(cfg) / "sft", run_dir / SFT_METRICS_FILE, run_dir / COPY_CHECK_FILE],
+                  stage="sft", overwrite=overwrite)
     torch.manual_seed(cfg.trainer.seed)
     sft = cfg.trainer.sft
     counts = demo_counts(cfg)
