@@ -299,6 +299,9 @@ def test_bad_arguments_are_one_line_errors(parity, tmp_path, capsys):
 def test_overrides_without_a_recipe_apply_to_the_default_one(parity, tmp_path, capsys):
     checkpoint, _ = parity
     # No recipe is stored with this checkpoint, so the quickstart recipe applies, with the override.
-    override = "envs.eval_seeds.start=1000010"
-    code, _, err = _eval(capsys, checkpoint, override, "--envs", PARITY, "--seeds", "1000000:1000001")
+    # The range shrinks below the recipe's 128 evaluation seeds per env, which the config refuses unless lowered too.
+    overrides = ["envs.eval_seeds.start=1000010", "trainer.eval_seeds_per_env=8"]
+    code, _, err = _eval(capsys, checkpoint, *overrides, "--envs", PARITY, "--seeds", "1000000:1000001")
     assert code == 1 and "outside the held-out range [1000010, 1000128)" in err
+    code, _, err = _eval(capsys, checkpoint, overrides[0], "--envs", PARITY, "--seeds", "1000000:1000001")
+    assert code == 1 and "trainer.eval_seeds_per_env: eval_seeds_per_env=128 is more than the 118 held-out" in err
