@@ -70,7 +70,9 @@ def test_sft_command_writes_the_checkpoint_where_the_recipe_says_and_checks_it_o
     written = json.loads((tmp_path / "run" / "copy_check.json").read_text())
     env_ids = list(demo_counts(load_recipe("quickstart", SHRINK)))
     assert [c["env_id"] for c in written["sft"]] == env_ids
-    assert all(c["examples"] == 2 and 0 <= c["reproduced"] <= c["token_accuracy"] <= 1 for c in written["sft"])
+    # Fractions only: reproduced may exceed token accuracy when the demos reproduced whole are the short ones.
+    assert all(c["examples"] == 2 and 0 <= c["reproduced"] <= 1 and 0 <= c["token_accuracy"] <= 1
+               for c in written["sft"])
     # One check after each of the two drill steps, on the pairs of the check demos (syllogism's turns call no tool).
     assert [d["step"] for d in written["drill"]] == [1, 2]
     assert [c["env_id"] for c in written["drill"][0]["checks"]] == env_ids
