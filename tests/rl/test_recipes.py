@@ -55,6 +55,8 @@ def test_agents_cpu_mixes_two_agent_domains_and_drills_the_replies_copy():
     assert cfg.rollout.max_turns >= 3
     # RL sharpens through the final norm's gain alone; the inner gains at its rate cost the gain (docs/learning.md).
     assert cfg.learner.norm_lr_scale > 1 and cfg.learner.norm_lr_gains == "final"
+    # With mini's two softmax heads a layer, channel's copy formed on one cold start of three (docs/learning.md).
+    assert cfg.model.name == "mini" and cfg.model.attn_heads == 4
 
 
 def test_ppo_critic_uses_gae_without_group_normalisation():
