@@ -8,6 +8,7 @@ that says what is wrong in words the model can act on.
 from __future__ import annotations
 
 import io
+import threading
 import zipfile
 
 import manifold3d
@@ -17,6 +18,11 @@ MESH_FILE = "part.npz"
 MAX_FILE_BYTES = 32 << 20
 MAX_TRIANGLES = 400_000
 MAX_COORDINATE = 10_000.0  # millimetres; far beyond any part here, and keeps volumes finite
+
+# numpy parses each .npy header with ast.literal_eval, and CPython 3.11.7's AST construction is not thread-safe:
+# four demo threads reading parts at once failed a cold start with "SystemError: AST constructor recursion depth
+# mismatch". Reads take milliseconds, so one at a time costs nothing that shows.
+_LOAD_LOCK = threading.Lock()
 
 
 class MeshError(ValueError):
@@ -52,7 +58,7 @@ def _arrays(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     if sum(members.values()) > 4 * MAX_FILE_BYTES:
         raise MeshError("the arrays in the part file are too large once decompressed")
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        with _LOAD_LOCK, np.load(io.BytesIO(data), allow_pickle=False) as npz:
             return np.asarray(npz["vertices"]), np.asarray(npz["triangles"])
     except (ValueError, OSError, zipfile.BadZipFile) as err:
         raise MeshError(f"the part file's arrays cannot be read: {err}") from None
