@@ -50,6 +50,11 @@ def demo_counts(cfg: RunConfig) -> dict[str, int]:
     return counts
 
 
+def demo_cache(cfg: RunConfig) -> Path | None:
+    """Where played demonstrations are kept between runs (trainer.sft.demo_cache), if anywhere."""
+    return Path(cfg.trainer.sft.demo_cache) if cfg.trainer.sft.demo_cache else None
+
+
 def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[list[Conversation],
                                                                               JointTokenizer | HFTokenizer]:
     """The cold start's demonstrations (each env id's `counts` train seeds from the first, then trainer.sft.jsonl)
@@ -60,7 +65,7 @@ def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[
     tiers = TierSelector.from_config(cfg.rollout.tier_selection)
     demos: list[Conversation] = []
     for env_id, count in counts.items():
-        demos += collect_demos([env_id], list(range(first, first + count)), tiers)
+        demos += collect_demos([env_id], list(range(first, first + count)), tiers, demo_cache(cfg))
     for path in sft.jsonl:
         demos += read_conversations(path)
     if not demos:
@@ -151,7 +156,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     sft = cfg.trainer.sft
     start = time.perf_counter()
     # A drill pair holds no tier token, so these demos need no tier of the rollout's.
-    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)))
+    extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)),
+                          cache=demo_cache(cfg))
     encoded: list[list[int]] = []
     # Where each pair's reply begins, for a loss on the replies only; None counts every token.
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
@@ -206,7 +212,8 @@ def check_set(cfg: RunConfig, env_ids: list[str], check_seed: int) -> dict[str, 
         raise ValueError(f"trainer.sft.check_demos={sft.check_demos}: its seeds {check_seed}..{stop} run past "
                          f"envs.train_seeds.stop={cfg.envs.train_seeds.stop}; lower it or raise the stop")
     tiers = TierSelector.from_config(cfg.rollout.tier_selection)
-    return {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers) for env_id in env_ids}
+    return {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers, demo_cache(cfg))
+            for env_id in env_ids}
 
 
 def copy_check(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer,

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import NamedTuple
 
 from jointrl.envs import registry
 from jointrl.model.tokenizer import JointTokenizer
+from jointrl.rl import demo_cache
 from jointrl.rl.config.rollout import RolloutConfig
+from jointrl.rl.demo_cache import Job, Played
 from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation
 
@@ -39,19 +42,33 @@ def play_demo(env_id: str, seed: int, tier: str | None = None) -> tuple[Conversa
 DEMO_THREADS = 4
 
 
-def collect_demos(env_ids: list[str], seeds: list[int], tiers: TierSelector | None = None) -> list[Conversation]:
+def collect_demos(env_ids: list[str], seeds: list[int], tiers: TierSelector | None = None,
+                  cache: Path | None = None) -> list[Conversation]:
     """Demonstrations of every env for every seed, in that order, keeping only those that score full marks.
 
     `tiers` renders each demo in the tier the rollout plays its task in (None: the env's default tier): the tier is
     a control token of the prompt, and a policy trained under one tier and asked under another writes noise.
+    `cache` keeps played demos on disk (rl/demo_cache.py): a later call with the same code plays only new ones.
     """
     # ratios mode draws a demo's tier from its seed, so the cold start is as deterministic as its seeds.
     jobs = [(env_id, seed, tiers.choose(env_id, random.Random(seed)) if tiers else None)
             for env_id in env_ids for seed in seeds]
+    done: dict[Job, Played] = {}
+    if cache is not None:
+        for env_id in env_ids:
+            done |= demo_cache.load(cache, env_id)
+    missing = [job for job in jobs if job not in done]
     with ThreadPoolExecutor(DEMO_THREADS, thread_name_prefix="demos") as pool:
-        played = list(pool.map(lambda job: play_demo(*job), jobs))
-    # A demo that does not solve its task would teach the wrong thing; conformance makes this rare.
-    return [conversation for conversation, signals in played if signals.get("success") == 1.0]
+        # A demo that does not solve its task would teach the wrong thing; conformance makes this rare.
+        fresh = {job: (conversation, signals.get("success") == 1.0)
+                 for job, (conversation, signals) in zip(missing, pool.map(lambda job: play_demo(*job), missing))}
+    if cache is not None:
+        for env_id in env_ids:
+            mine = {job: played for job, played in fresh.items() if job[0] == env_id}
+            if mine:
+                demo_cache.store(cache, env_id, mine)
+    done |= fresh
+    return [done[job][0] for job in jobs if done[job][1]]
 
 
 class DemoNeeds(NamedTuple):

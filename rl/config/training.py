@@ -177,6 +177,11 @@ class SFTConfig(Section):
         "drill's end): each family's reproduced fraction as the drill goes, which its one loss for the mix hides; "
         "needs check_demos; 0 = none."
     )
+    demo_cache: str | None = Field(
+        None, description="Directory that keeps played demonstrations, keyed by a digest of each env's code, Python "
+        "and the installed packages (rl/demo_cache.py): a later cold start with the same code reads them back "
+        "instead of playing them again; None = play them every run."
+    )
     jsonl: list[str] = Field(
         default_factory=list, description="Extra conversation files: JSONL, one {messages, tools?, tier?} object per line, or Parquet "
         "with those columns."
