@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -90,7 +89,6 @@ def store(cache: Path, env_id: str, played: dict[Job, Played]) -> None:
     merged = {**load(cache, env_id), **played}
     lines = [json.dumps({"seed": seed, "tier": tier, "solved": solved, "conversation": dataclasses.asdict(conv)})
              for (_, seed, tier), (conv, solved) in merged.items()]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as out:
-        out.write("\n".join(lines) + "\n")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, path)
