@@ -20,7 +20,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demo_check import CopyCheck, check_demos, check_line, check_pairs, print_checks
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.drill import ARROW, drill_pairs, read_messages, reply_start, train_drill, train_spans
+from jointrl.rl.drill import ARROW, encode_pairs, read_messages, train_drill, train_spans
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
@@ -163,17 +163,19 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
     for conversation in demos + extra:
-        for pair in drill_pairs([conversation], sft.drill_turns):
+        for ids, reply in encode_pairs(tokenizer, [conversation], sft.drill_turns, sft.drill_format,
+                                       with_starts=starts is not None):
             by_env.setdefault(conversation.source, []).append(len(encoded))
-            encoded.append(tokenizer.encode(pair))
+            encoded.append(ids)
             if starts is not None:
-                starts.append(reply_start(pair, encoded[-1], tokenizer.decode))
+                starts.append(reply)
     envs = list(by_env.values())
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
                   f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
     max_len = sft.drill_max_len or sft.max_len
     checked: list[dict] = []
-    pairs = check_pairs_of(tokenizer, check, max_len, sft.drill_turns) if check and sft.drill_check_every else None
+    pairs = (check_pairs_of(tokenizer, check, max_len, sft.drill_turns, sft.drill_format)
+             if check and sft.drill_check_every else None)
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
         def log(step: int, loss: float) -> None:
@@ -193,15 +195,10 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
 
 
 def check_pairs_of(tokenizer: JointTokenizer | HFTokenizer, check: dict[str, list[Conversation]], max_len: int,
-                   turns: str) -> dict[str, list[tuple[list[int], int]]]:
+                   turns: str, form: str = "text") -> dict[str, list[tuple[list[int], int]]]:
     """Each env id's drill pairs of its check demos, as the drill encodes them: (ids cut to max_len + 1, reply start)."""
-    pairs: dict[str, list[tuple[list[int], int]]] = {}
-    for env_id, conversations in check.items():
-        pairs[env_id] = []
-        for pair in drill_pairs(conversations, turns):
-            ids = tokenizer.encode(pair)
-            pairs[env_id].append((ids[: max_len + 1], reply_start(pair, ids, tokenizer.decode)))
-    return pairs
+    return {env_id: [(ids[: max_len + 1], start) for ids, start in encode_pairs(tokenizer, conversations, turns, form)]
+            for env_id, conversations in check.items()}
 
 
 def check_set(cfg: RunConfig, env_ids: list[str], check_seed: int) -> dict[str, list[Conversation]]:

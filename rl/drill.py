@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -31,8 +31,24 @@ PAIR_CHARS = 600  # a pair's message is cut to its last this many characters: lo
 
 
 DRILL_TURNS = ("calls", "tool", "all")
+DRILL_FORMATS = ("text", "chat")
 SPAN_TOKENS = (3, 12)  # shortest and longest copied span: a name, a path, a figure with its label
 ARROW = "\n> "
+
+
+def _picked_turns(conv: Conversation, turns: str) -> Iterator[tuple[int, int | None]]:
+    """(index of each assistant turn the drill pairs, index of the user question before it or None)."""
+    if turns not in DRILL_TURNS:
+        raise ValueError(f"drill turns must be one of {', '.join(DRILL_TURNS)}, got {turns!r}")
+    question = None
+    for index, (before, message) in enumerate(zip(conv.messages, conv.messages[1:]), start=1):
+        if before.get("role") == "user":
+            question = index - 1
+        if message.get("role") != "assistant" or before.get("role") not in ("user", "tool"):
+            continue
+        if not message.get("tool_calls") and (turns == "calls" or (turns == "tool" and before["role"] != "tool")):
+            continue
+        yield index, question
 
 
 def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> list[str]:
@@ -42,19 +58,12 @@ def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> 
     what it was shown); "tool", also those that answer a tool's output (a figure copied out of it); "all", also
     answers to a user message (a short or computed answer, which dilutes the pack with guesses).
     """
-    if turns not in DRILL_TURNS:
-        raise ValueError(f"drill turns must be one of {', '.join(DRILL_TURNS)}, got {turns!r}")
     pairs = []
     for conv in conversations:
-        question = ""
-        for before, message in zip(conv.messages, conv.messages[1:]):
-            if before.get("role") == "user":
-                question = before.get("content") or ""
-            if message.get("role") != "assistant" or before.get("role") not in ("user", "tool"):
-                continue
+        for index, asked in _picked_turns(conv, turns):
+            before, message = conv.messages[index - 1], conv.messages[index]
+            question = (conv.messages[asked].get("content") or "") if asked is not None else ""
             calls = [call["function"]["arguments"] for call in message.get("tool_calls") or []]
-            if not calls and (turns == "calls" or (turns == "tool" and before["role"] != "tool")):
-                continue
             reply = "\n".join(calls) if calls else (message.get("content") or "")
             prompt = (before.get("content") or "")[-PAIR_CHARS:]
             if before["role"] == "tool":
@@ -64,6 +73,50 @@ def drill_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> 
             if reply.strip() and prompt.strip():
                 pairs.append(f"{prompt}\n> {reply}\n")
     return pairs
+
+
+def chat_pairs(conversations: Iterable[Conversation], turns: str = "calls") -> list[Conversation]:
+    """The turns `drill_pairs` picks, each as a short conversation in the chat format: the messages from the question
+    up to and including the turn, read messages cut to their last PAIR_CHARS, no system prompt and no tool schemas."""
+    pairs = []
+    for conv in conversations:
+        for index, asked in _picked_turns(conv, turns):
+            before, message = conv.messages[index - 1], conv.messages[index]
+            question = (conv.messages[asked].get("content") or "") if asked is not None else ""
+            # The turns drill_pairs leaves out: one that says nothing, or answers nothing.
+            said = message.get("tool_calls") or (message.get("content") or "").strip()
+            heard = (before.get("content") or "").strip() or (before["role"] == "tool" and question.strip())
+            if not (said and heard):
+                continue
+            shown = conv.messages[(index - 1 if asked is None else asked): index]
+            shown = [{**m, "content": m["content"][-PAIR_CHARS:]} if m.get("role") in ("user", "tool")
+                     and isinstance(m.get("content"), str) else m for m in shown]
+            pairs.append(Conversation([*shown, message], None, conv.tier, source=conv.source))
+    return pairs
+
+
+def encode_pairs(tokenizer, conversations: Iterable[Conversation], turns: str, form: str,
+                 with_starts: bool = True) -> list[tuple[list[int], int | None]]:
+    """Each drill pair as (ids, where its reply begins, or None without with_starts): plain text (`drill_pairs`), or
+    the chat template's rendering (`chat_pairs`), whose reply is the last turn's generated tokens."""
+    if form not in DRILL_FORMATS:
+        raise ValueError(f"drill format must be one of {', '.join(DRILL_FORMATS)}, got {form!r}")
+    encoded: list[tuple[list[int], int | None]] = []
+    if form == "text":
+        for pair in drill_pairs(conversations, turns):
+            ids = tokenizer.encode(pair)
+            encoded.append((ids, reply_start(pair, ids, tokenizer.decode) if with_starts else None))
+        return encoded
+    for pair in chat_pairs(conversations, turns):
+        ids, mask = tokenizer.render_with_mask(pair.messages, None, pair.tier)
+        start = len(mask)
+        while start > 0 and not mask[start - 1]:  # past anything the template closes the turn with
+            start -= 1
+        while start > 0 and mask[start - 1]:  # back to the first token of the last generated run
+            start -= 1
+        if start < len(mask):
+            encoded.append((ids, start if with_starts else None))
+    return encoded
 
 
 def reply_start(pair: str, ids: list[int], decode: Callable[[list[int]], str]) -> int:

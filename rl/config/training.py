@@ -158,6 +158,12 @@ class SFTConfig(Section):
         "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
         "answers to tool output (copying a figure out of it); all = also answers to a user message."
     )
+    drill_format: Literal["text", "chat"] = Field(
+        "text", description="How a drill pair is written: text = the message, an arrow, then the reply's tool-call "
+        "arguments or content; chat = the messages from the question to the turn as the chat template renders them "
+        "(no system prompt or tool schemas), the loss on the turn: the copy then forms in the tokens SFT and the "
+        "policy use."
+    )
     drill_balance: Literal["pair", "env"] = Field(
         "pair", description="How the drill draws pairs: pair = uniformly over all pairs (an env id with more tool "
         "turns gets more); env = an env id uniformly, then one of its pairs (a mix of families drills each alike)."

@@ -9,8 +9,8 @@ import torch
 
 from jointrl.model.presets import PRESETS
 from jointrl.model.transformer import Transformer
-from jointrl.rl.drill import (PAIR_CHARS, SPAN_TOKENS, drill_batch, drill_pairs, read_messages, span_batch, train_drill,
-                               train_packed, train_spans)
+from jointrl.rl.drill import (PAIR_CHARS, SPAN_TOKENS, chat_pairs, drill_batch, drill_pairs, encode_pairs,
+                              read_messages, span_batch, train_drill, train_packed, train_spans)
 from jointrl.rl.sft import Conversation
 
 
@@ -209,3 +209,47 @@ def test_span_training_lowers_the_loss_on_the_copies():
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
     with pytest.raises(ValueError, match="at least 3 tokens"):
         train_spans(model, [[1, 2]], [1], [2], steps=1, lr=1e-3, batch_size=1, max_len=8)
+
+
+def _shell_conversation() -> Conversation:
+    return Conversation([
+        {"role": "system", "content": "You are in a shell."},
+        {"role": "user", "content": "Count `pillow` in `a.md`."},
+        {"role": "assistant", "content": None, "reasoning_content": "grep",
+         "tool_calls": [_call('{"command": "grep -c pillow a.md"}')]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "x" * (PAIR_CHARS + 50) + "tail"},
+        {"role": "assistant", "content": "141", "reasoning_content": "printed"},
+        {"role": "user", "content": "Thanks."},
+        {"role": "assistant", "content": ""},  # says nothing: not a pair
+    ], tier="low")
+
+
+def test_chat_pairs_are_the_text_pairs_turns_from_their_question_without_system_prompt():
+    conv = _shell_conversation()
+    for turns in ("calls", "tool", "all"):
+        assert len(chat_pairs([conv], turns)) == len(drill_pairs([conv], turns))
+    call, answer = chat_pairs([conv], "tool")
+    user, first, tool, second = conv.messages[1:5]
+    assert call.messages == [user, first] and call.tools is None and call.tier == "low"
+    assert answer.messages == [user, first, {**tool, "content": tool["content"][-PAIR_CHARS:]}, second]
+
+
+def test_a_chat_pair_counts_the_last_turn_as_the_chat_template_renders_it():
+    from jointrl.model.chat import render_text
+    from jointrl.model.tokenizer import train_tokenizer
+
+    conv = _shell_conversation()
+    tokenizer = train_tokenizer([render_text(conv.messages, None, "low")] * 20, 512)
+    pairs = chat_pairs([conv], "tool")
+    encoded = encode_pairs(tokenizer, [conv], "tool", "chat")
+    assert len(encoded) == 2
+    for pair, (ids, start) in zip(pairs, encoded):
+        # Reference: the full rendering less the rendering of what comes before the turn, with the assistant's opener.
+        whole = render_text(pair.messages, None, pair.tier)
+        prompt = render_text(pair.messages[:-1], None, pair.tier, add_generation_prompt=True)
+        assert whole.startswith(prompt) and tokenizer.decode(ids[start:]) == whole[len(prompt):]
+    assert '"grep -c pillow a.md"' in tokenizer.decode(encoded[0][0][encoded[0][1]:])
+    # The text form keeps its own reply starts; without starts none are computed.
+    assert [s for _, s in encode_pairs(tokenizer, [conv], "tool", "text", with_starts=False)] == [None, None]
+    with pytest.raises(ValueError, match="drill format must be one of text, chat, got 'xml'"):
+        encode_pairs(tokenizer, [conv], "tool", "xml")
