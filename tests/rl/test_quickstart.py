@@ -54,9 +54,9 @@ def test_sft_command_writes_the_checkpoint_where_the_recipe_says_and_checks_it_o
     seeds = []
     plain = cold_start.collect_demos
 
-    def spy(env_ids, env_seeds, tiers=None):
+    def spy(env_ids, env_seeds, tiers=None, cache=None):
         seeds.append(list(env_seeds))
-        return plain(env_ids, env_seeds, tiers)
+        return plain(env_ids, env_seeds, tiers, cache)
 
     monkeypatch.setattr(cold_start, "collect_demos", spy)
     ckpt_dir = tmp_path / "ckpts"
