@@ -5,10 +5,11 @@ command, a link out of search results, a figure out of a table) and a demonstrat
 such copies among hundreds of tokens of fixed system prompt. Small models trained on whole demonstrations
 learn the template and never the copy (docs/learning.md). The drill makes copy targets dense: it takes each
 assistant turn that calls tools with the message it answers (user question or tool output), writes the
-pair as plain text (the message, then the reply's tool-call arguments or content), packs `pack` random pairs
-into one sequence and trains next-token loss on every token, or on the replies' only (`drill_loss: reply`: a
-message of random numbers is noise to predict, and counting it slowed the copy of a list, docs/learning.md). The
-SFT that follows teaches the chat format.
+pair as plain text (the message, then the reply's tool-call arguments or content; `chat_pairs`: as the chat
+template renders the turn and what it answers, which copied less on one seed, docs/learning.md), packs `pack`
+random pairs into one sequence and trains next-token loss on every token, or on the replies' only (`drill_loss:
+reply`: a message of random numbers is noise to predict, and counting it slowed the copy of a list,
+docs/learning.md). The SFT that follows teaches the chat format.
 
 Before the drill, an optional span stage (`train_spans`) teaches the copy itself: each segment is a message the
 policy reads, an arrow, and a random span of that message written again, with loss only on the span's tokens after
