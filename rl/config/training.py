@@ -161,8 +161,8 @@ class SFTConfig(Section):
     drill_format: Literal["text", "chat"] = Field(
         "text", description="How a drill pair is written: text = the message, an arrow, then the reply's tool-call "
         "arguments or content; chat = the messages from the question to the turn as the chat template renders them "
-        "(no system prompt or tool schemas), the loss on the turn: the copy then forms in the tokens SFT and the "
-        "policy use."
+        "(no system prompt or tool schemas), the loss on the turn, so the pair is in the tokens SFT and the policy "
+        "use; on one cold start it copied less than text (docs/learning.md, session 31)."
     )
     drill_balance: Literal["pair", "env"] = Field(
         "pair", description="How the drill draws pairs: pair = uniformly over all pairs (an env id with more tool "
