@@ -50,7 +50,7 @@ def demo_counts(cfg: RunConfig) -> dict[str, int]:
     return counts
 
 
-def demo_cache(cfg: RunConfig) -> Path | None:
+def demo_cache_dir(cfg: RunConfig) -> Path | None:
     """Where played demonstrations are kept between runs (trainer.sft.demo_cache), if anywhere."""
     return Path(cfg.trainer.sft.demo_cache) if cfg.trainer.sft.demo_cache else None
 
@@ -65,7 +65,7 @@ def sft_data(cfg: RunConfig, console: Console, counts: dict[str, int]) -> tuple[
     tiers = TierSelector.from_config(cfg.rollout.tier_selection)
     demos: list[Conversation] = []
     for env_id, count in counts.items():
-        demos += collect_demos([env_id], list(range(first, first + count)), tiers, demo_cache(cfg))
+        demos += collect_demos([env_id], list(range(first, first + count)), tiers, demo_cache_dir(cfg))
     for path in sft.jsonl:
         demos += read_conversations(path)
     if not demos:
@@ -155,9 +155,10 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     every trainer.sft.drill_check_every steps, the copy check on the pairs of `check` (each {"step", "checks"})."""
     sft = cfg.trainer.sft
     start = time.perf_counter()
-    # A drill pair holds no tier token, so these demos need no tier of the rollout's.
+    # A text pair holds no tier token, so these demos need no tier of the rollout's; a chat pair renders the env's
+    # default tier, which agents_cpu also plays.
     extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)),
-                          cache=demo_cache(cfg))
+                          cache=demo_cache_dir(cfg))
     encoded: list[list[int]] = []
     # Where each pair's reply begins, for a loss on the replies only; None counts every token.
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
@@ -209,7 +210,7 @@ def check_set(cfg: RunConfig, env_ids: list[str], check_seed: int) -> dict[str, 
         raise ValueError(f"trainer.sft.check_demos={sft.check_demos}: its seeds {check_seed}..{stop} run past "
                          f"envs.train_seeds.stop={cfg.envs.train_seeds.stop}; lower it or raise the stop")
     tiers = TierSelector.from_config(cfg.rollout.tier_selection)
-    return {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers, demo_cache(cfg))
+    return {env_id: collect_demos([env_id], list(range(check_seed, stop)), tiers, demo_cache_dir(cfg))
             for env_id in env_ids}
 
 
