@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
+from typing import Callable
 
 import torch
 from rich.console import Console
@@ -20,10 +22,11 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demo_check import CopyCheck, check_demos, check_line, check_pairs, print_checks
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.drill import ARROW, encode_pairs, read_messages, train_drill, train_spans
+from jointrl.rl.drill import (ARROW, as_sft_batch, drill_batch, encode_pairs, read_messages, train_drill,
+                              train_spans)
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.tiers import TierSelector
-from jointrl.rl.sft import Conversation, encode, read_conversations, sft_steps, train_sft
+from jointrl.rl.sft import Conversation, SFTBatch, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
 
 COPY_CHECK_FILE = "copy_check.json"  # in the run directory
@@ -120,9 +123,12 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     if sft.span_steps:
         span_stage(cfg, model, tokenizer, demos, console)
     drill_checks: list[dict] = []
-    if sft.drill_steps:
+    pairs = None
+    if sft.drill_steps or sft.drill_in_sft:
         # Drill seeds come after every env id's SFT seeds, so no drill pair repeats an SFT demonstration.
-        drill_checks = copy_drill(cfg, model, tokenizer, demos, env_ids, first + max(counts.values()), console, check)
+        pairs = drill_pairs_of(cfg, tokenizer, demos, env_ids, first + max(counts.values()), console)
+    if sft.drill_steps:
+        drill_checks = copy_drill(cfg, model, tokenizer, pairs, console, check)
 
     start = time.perf_counter()
     tracker = Tracker(cfg, run_dir, stage="sft", console=console)
@@ -133,9 +139,11 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
                 tracker.log(step, {f"sft/{name}": value for name, value in metrics.items()})
                 progress.advance(info=f"loss {metrics['loss']:.3f}")
 
+            # A seed of its own: the drill's batches during SFT are not the drill stage's batches over again.
+            extra = drill_batches(cfg, pairs, tokenizer.pad_id, cfg.trainer.seed + 1) if sft.drill_in_sft else None
             losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
                                pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, group_by_length=sft.group_by_length,
-                               share_openings=sft.share_openings, log=log)
+                               share_openings=sft.share_openings, log=log, extra=extra)
     finally:
         tracker.finish()
     tail = losses[-5:]
@@ -148,11 +156,18 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
     return ColdStart(model, tokenizer, checkpoint, env_ids, len(demos), losses)
 
 
-def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation],
-               env_ids: list[str], drill_seed: int, console: Console,
-               check: dict[str, list[Conversation]] | None = None) -> list[dict]:
-    """The copy drill before SFT, on the SFT demos' pairs and drill_demos_per_env more per env id from drill_seed;
-    every trainer.sft.drill_check_every steps, the copy check on the pairs of `check` (each {"step", "checks"})."""
+@dataclass
+class DrillPairs:
+    """The drill's encoded (message -> reply) pairs."""
+
+    encoded: list[list[int]]
+    starts: list[int] | None  # where each pair's reply begins (drill_loss reply); None counts every token
+    envs: list[list[int]] | None  # each env id's indices into encoded (drill_balance env); None draws pairs uniformly
+
+
+def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demos: list[Conversation],
+                   env_ids: list[str], drill_seed: int, console: Console) -> DrillPairs:
+    """The drill's pairs: those of the SFT demos and of drill_demos_per_env more per env id from drill_seed."""
     sft = cfg.trainer.sft
     start = time.perf_counter()
     # A text pair holds no tier token, so these demos need no tier of the rollout's; a chat pair renders the env's
@@ -160,9 +175,8 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     extra = collect_demos(env_ids, list(range(drill_seed, drill_seed + sft.drill_demos_per_env)),
                           cache=demo_cache_dir(cfg))
     encoded: list[list[int]] = []
-    # Where each pair's reply begins, for a loss on the replies only; None counts every token.
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
-    by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
+    by_env: dict[str | None, list[int]] = {}
     for conversation in demos + extra:
         for ids, reply in encode_pairs(tokenizer, [conversation], sft.drill_turns, sft.drill_format,
                                        with_starts=starts is not None):
@@ -170,26 +184,44 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
             encoded.append(ids)
             if starts is not None:
                 starts.append(reply)
-    envs = list(by_env.values())
-    console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(envs)} env id(s) from "
+    console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(by_env)} env id(s) from "
                   f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
+    if len(encoded) < 2:
+        raise ValueError(f"the copy drill needs at least 2 (message -> reply) pairs, got {len(encoded)}")
+    return DrillPairs(encoded, starts, list(by_env.values()) if sft.drill_balance == "env" else None)
+
+
+def drill_batches(cfg: RunConfig, pairs: DrillPairs, pad_id: int, seed: int) -> Callable[[], SFTBatch]:
+    """An endless source of the drill's packed batches, as SFT batches (for trainer.sft.drill_in_sft)."""
+    sft = cfg.trainer.sft
+    rng = random.Random(seed)
+    max_len = sft.drill_max_len or sft.max_len
+    return lambda: as_sft_batch(*drill_batch(pairs.encoded, sft.drill_pack, sft.batch_size, max_len, pad_id, rng,
+                                             pairs.envs, pairs.starts))
+
+
+def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, pairs: DrillPairs,
+               console: Console, check: dict[str, list[Conversation]] | None = None) -> list[dict]:
+    """The copy drill before SFT, on `pairs`; every trainer.sft.drill_check_every steps, the copy check on the
+    pairs of `check` (each {"step", "checks"})."""
+    sft = cfg.trainer.sft
     max_len = sft.drill_max_len or sft.max_len
     checked: list[dict] = []
-    pairs = (check_pairs_of(tokenizer, check, max_len, sft.drill_turns, sft.drill_format)
-             if check and sft.drill_check_every else None)
+    watched = (check_pairs_of(tokenizer, check, max_len, sft.drill_turns, sft.drill_format)
+                  if check and sft.drill_check_every else None)
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
         def log(step: int, loss: float) -> None:
             progress.advance(info=f"loss {loss:.3f}")
-            if pairs is not None and (step % sft.drill_check_every == 0 or step == sft.drill_steps):
+            if watched is not None and (step % sft.drill_check_every == 0 or step == sft.drill_steps):
                 # No gradient and no random draw: the drill's weights come out the same with or without it.
-                checks = check_pairs(model, pairs)
+                checks = check_pairs(model, watched)
                 console.print(f"drill pairs, {check_line(step, checks)}", highlight=False)
                 checked.append({"step": step, "checks": [asdict(c) for c in checks]})
 
-        losses = train_drill(model, encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
+        losses = train_drill(model, pairs.encoded, steps=sft.drill_steps, lr=sft.lr, batch_size=sft.batch_size,
                              pack=sft.drill_pack, max_len=max_len, pad_id=tokenizer.pad_id, seed=cfg.trainer.seed,
-                             log=log, envs=envs if sft.drill_balance == "env" else None, starts=starts)
+                             log=log, envs=pairs.envs, starts=pairs.starts)
     console.print(f"copy drill: {len(losses)} steps in {time.perf_counter() - start:.0f}s, loss {losses[0]:.3f} -> "
                   f"{losses[-1]:.3f}")
     return checked

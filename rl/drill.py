@@ -196,6 +196,11 @@ def span_batch(messages: list[list[int]], arrow: list[int], end: list[int], batc
     return tokens, torch.ones_like(tokens, dtype=torch.bool), torch.tensor(marks)
 
 
+def as_sft_batch(tokens: torch.Tensor, valid: torch.Tensor, counted: torch.Tensor) -> SFTBatch:
+    """A packed batch (ids, valid, counted; each [B, T + 1]) as SFT's inputs, targets and loss mask."""
+    return SFTBatch(tokens[:, :-1], tokens[:, 1:], counted[:, 1:].float(), valid[:, :-1])
+
+
 def train_packed(model: Transformer, next_batch: Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]], *,
                  steps: int, lr: float, log: Callable[[int, float], None] | None = None) -> list[float]:
     """AdamW with cosine decay, next-token loss where the batch counts a target; the loss of each step.
@@ -210,7 +215,7 @@ def train_packed(model: Transformer, next_batch: Callable[[], tuple[torch.Tensor
     for _ in range(steps):
         tokens, valid, counted = next_batch()
         # SFT's loss projects only the counted positions onto the vocabulary, and a reply-only drill counts a minority.
-        loss, out = sft_loss(model, SFTBatch(tokens[:, :-1], tokens[:, 1:], counted[:, 1:].float(), valid[:, :-1]))
+        loss, out = sft_loss(model, as_sft_batch(tokens, valid, counted))
         optimizer.zero_grad(set_to_none=True)
         (loss + out.aux_loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

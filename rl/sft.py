@@ -195,11 +195,14 @@ def train_sft(
     group_by_length: bool = False,
     share_openings: bool = False,
     log: Callable[[int, dict[str, float]], None] | None = None,
+    extra: Callable[[], SFTBatch] | None = None,
 ) -> list[float]:
     """AdamW with cosine decay over every batch of every epoch; returns the loss of each step.
 
     log(step, metrics) gets after each step its loss, the learning rate it used and tokens/s (every
     non-padding position of the batch, over the step's wall time).
+    extra: a second batch for each step, whose loss is added to the step's (the drill's pairs during SFT); the
+    metrics then hold it as extra_loss, and the returned losses stay the demonstrations' own.
     """
     if not examples:
         raise ValueError("train_sft got no training sequences")
@@ -213,15 +216,25 @@ def train_sft(
             started = time.perf_counter()
             step_lr = optimizer.param_groups[0]["lr"]
             loss, out = sft_loss(model, batch, share_openings)
+            objective, load, tokens = loss + out.aux_loss, out.expert_load, float(batch.valid.sum())
+            metrics = {}
+            if extra is not None:
+                second = extra()
+                extra_loss, extra_out = sft_loss(model, second)
+                objective = objective + extra_loss + extra_out.aux_loss
+                if load is not None:
+                    load = load + extra_out.expert_load
+                tokens += float(second.valid.sum())
+                metrics["extra_loss"] = extra_loss.item()
             optimizer.zero_grad(set_to_none=True)
-            (loss + out.aux_loss).backward()
+            objective.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             schedule.step()
-            model.update_router_biases(out.expert_load)
+            model.update_router_biases(load)
             losses.append(loss.item())
             if log is not None:
                 seconds = max(time.perf_counter() - started, 1e-9)
-                log(len(losses), {"loss": losses[-1], "lr": step_lr, "tokens_per_s": float(batch.valid.sum()) / seconds})
+                log(len(losses), {"loss": losses[-1], "lr": step_lr, "tokens_per_s": tokens / seconds, **metrics})
     model.eval()
     return losses

@@ -158,6 +158,11 @@ class SFTConfig(Section):
         "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
         "answers to tool output (copying a figure out of it); all = also answers to a user message."
     )
+    drill_in_sft: bool = Field(
+        False, description="Each SFT step also trains one batch of the drill's pairs, its loss added to the step's: "
+        "the copy the drill formed keeps its gradient while SFT learns the chat format's demonstrations, which "
+        "without it lost the copy on one seed (docs/learning.md, session 31)."
+    )
     drill_format: Literal["text", "chat"] = Field(
         "text", description="How a drill pair is written: text = the message, an arrow, then the reply's tool-call "
         "arguments or content; chat = the messages from the question to the turn as the chat template renders them "

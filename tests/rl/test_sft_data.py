@@ -1,4 +1,5 @@
 """SFT data: JSONL with file:line errors, Parquet of OpenAI messages through datasets, per-step metrics; the SFT loss."""
+import copy
 import json
 import math
 import random
@@ -146,3 +147,40 @@ def test_sft_loss_sharing_openings_is_the_plain_loss_and_its_gradients():
     assert shared == pytest.approx(plain, rel=1e-5)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(shared_grads[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_an_extra_batch_adds_its_loss_and_expert_load_to_the_step():
+    torch.manual_seed(0)
+    model = Transformer(PRESETS["debug"].model_copy(update={"vocab_size": 64}))
+    reference = copy.deepcopy(model)
+    examples = [([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1]), ([7, 8, 9, 10], [0, 1, 1, 1])]
+    tokens = torch.randint(3, 64, (2, 9))
+    extra = SFTBatch(tokens[:, :-1], tokens[:, 1:], (torch.arange(8) % 2 == 0).float().expand(2, 8),
+                     torch.ones(2, 8, dtype=torch.bool))
+    # The naive step: full logits of each batch, each masked mean over its counted targets, the two summed.
+    padded = torch.zeros(2, 6, dtype=torch.long)
+    padded[0], padded[1, :4] = torch.tensor(examples[0][0]), torch.tensor(examples[1][0])
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    mask = torch.tensor([examples[0][1][1:], examples[1][1][1:] + [0, 0]], dtype=torch.float32)
+    total, load = 0.0, 0.0
+    for inputs, targets, counted, real in ((padded[:, :-1], padded[:, 1:], mask, valid),
+                                           (extra.tokens, extra.targets, extra.loss_mask, extra.valid)):
+        out = reference(inputs, valid=real)
+        nll = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), targets.flatten(), reduction="none")
+        total = total + (nll * counted.flatten()).sum() / counted.sum() + out.aux_loss
+        load = load + out.expert_load
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2, weight_decay=0.0)
+    total.backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+    optimizer.step()
+    reference.update_router_biases(load)
+    logged = []
+    train_sft(model, examples, epochs=1, lr=1e-2, batch_size=2, pad_id=0, extra=lambda: extra,
+              log=lambda step, metrics: logged.append(metrics))
+    assert logged[0]["extra_loss"] > 0
+    # Adam's first step is lr * g / (|g| + eps): an element whose gradient is near eps moves by summation order, up
+    # to a few 1e-5 here. An extra loss left out would move nearly every element by up to lr (1e-2).
+    for (name, got), want in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4, msg=name)
+    for (name, got), want in zip(model.named_buffers(), reference.buffers()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
