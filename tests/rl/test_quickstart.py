@@ -118,3 +118,42 @@ def test_the_drill_draws_env_ids_alike_cuts_at_its_own_length_and_counts_replies
     # Each pair's reply starts after its message and arrow (at least a token each) and holds at least one token.
     assert len(seen["starts"]) == seen["pairs"]
     assert all(2 <= start < length for start, length in zip(seen["starts"], seen["lengths"]))
+
+
+def test_drill_in_sft_gives_each_sft_step_a_batch_of_whole_drill_pairs_counting_their_replies(tmp_path, monkeypatch):
+    import jointrl.rl.cold_start as cold_start
+
+    drilled, extras = {}, []
+    plain_drill, plain_sft = cold_start.train_drill, cold_start.train_sft
+
+    def drill_spy(model, encoded, **kwargs):
+        drilled.update(encoded=encoded, starts=kwargs["starts"])
+        return plain_drill(model, encoded, **kwargs)
+
+    def sft_spy(model, examples, **kwargs):
+        extras.append(kwargs["extra"])
+        return plain_sft(model, examples, **kwargs)
+
+    monkeypatch.setattr(cold_start, "train_drill", drill_spy)
+    monkeypatch.setattr(cold_start, "train_sft", sft_spy)
+    assert main(["sft", "quickstart", *SHRINK, "trainer.sft.drill_in_sft=true", "trainer.sft.drill_turns=all",
+                 "trainer.sft.drill_max_len=96", "trainer.sft.drill_loss=reply", f"checkpoint.dir={tmp_path}",
+                 f"tracking.run_dir={tmp_path / 'run'}", "tracking.wandb_mode=disabled"]) == 0
+    [extra] = extras
+    batch = extra()
+    assert batch.tokens.shape[1] <= 96
+    pairs = [(tuple(ids), start) for ids, start in zip(drilled["encoded"], drilled["starts"])]
+    for row in range(batch.tokens.shape[0]):
+        ids = batch.tokens[row].tolist() + batch.targets[row, -1:].tolist()
+        counted = [False] + batch.loss_mask[row].bool().tolist()  # counted[t]: is ids[t] a target of the loss
+        # Walk the row pair by pair: each stretch is one of the drill's pairs (the last one maybe cut), and the loss
+        # counts exactly its reply's tokens.
+        at = 0
+        while at < len(ids):
+            match = next(((pair, start) for pair, start in pairs
+                          if tuple(ids[at: at + len(pair)]) == pair[: len(ids) - at]), None)
+            assert match is not None, f"row {row} at {at} is no drill pair"
+            pair, start = match
+            span = min(len(pair), len(ids) - at)
+            assert counted[at: at + span] == [t >= start for t in range(span)]
+            at += span
