@@ -160,8 +160,8 @@ class SFTConfig(Section):
     )
     drill_in_sft: bool = Field(
         False, description="Each SFT step also trains one batch of the drill's pairs, its loss added to the step's: "
-        "the copy the drill formed keeps its gradient while SFT learns the chat format's demonstrations, which "
-        "without it lost the copy on one seed (docs/learning.md, session 31)."
+        "the copy the drill formed keeps its gradient while SFT learns the chat format's demonstrations (six epochs "
+        "over 256 demos a family lost it on one seed, docs/learning.md, sessions 31-32); not yet measured."
     )
     drill_format: Literal["text", "chat"] = Field(
         "text", description="How a drill pair is written: text = the message, an arrow, then the reply's tool-call "
