@@ -208,7 +208,7 @@ def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | H
     max_len = sft.drill_max_len or sft.max_len
     checked: list[dict] = []
     watched = (check_pairs_of(tokenizer, check, max_len, sft.drill_turns, sft.drill_format)
-                  if check and sft.drill_check_every else None)
+               if check and sft.drill_check_every else None)
     start = time.perf_counter()
     with Progress(console, "drill", sft.drill_steps) as progress:
         def log(step: int, loss: float) -> None:
