@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from dataclasses import asdict, dataclass
 from itertools import chain
@@ -22,7 +21,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.config.run import RunConfig
 from jointrl.rl.demo_check import CopyCheck, check_demos, check_line, check_pairs, print_checks
 from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
-from jointrl.rl.drill import (ARROW, as_sft_batch, drill_batch, encode_pairs, read_messages, train_drill,
+from jointrl.rl.drill import (ARROW, as_sft_batch, drill_batches, encode_pairs, read_messages, train_drill,
                               train_spans)
 from jointrl.rl.progress import Progress
 from jointrl.rl.rollout.tiers import TierSelector
@@ -140,7 +139,7 @@ def cold_start(cfg: RunConfig, console: Console, *, overwrite: bool = False) -> 
                 progress.advance(info=f"loss {metrics['loss']:.3f}")
 
             # A seed of its own: the drill's batches during SFT are not the drill stage's batches over again.
-            extra = drill_batches(cfg, pairs, tokenizer.pad_id, cfg.trainer.seed + 1) if sft.drill_in_sft else None
+            extra = drill_sft_batches(cfg, pairs, tokenizer.pad_id, cfg.trainer.seed + 1) if sft.drill_in_sft else None
             losses = train_sft(model, examples, epochs=sft.epochs, lr=sft.lr, batch_size=sft.batch_size,
                                pad_id=tokenizer.pad_id, seed=cfg.trainer.seed, group_by_length=sft.group_by_length,
                                share_openings=sft.share_openings, log=log, extra=extra)
@@ -176,7 +175,7 @@ def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demo
                           cache=demo_cache_dir(cfg))
     encoded: list[list[int]] = []
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
-    by_env: dict[str | None, list[int]] = {}
+    by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
     for conversation in demos + extra:
         for ids, reply in encode_pairs(tokenizer, [conversation], sft.drill_turns, sft.drill_format,
                                        with_starts=starts is not None):
@@ -186,18 +185,16 @@ def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demo
                 starts.append(reply)
     console.print(f"copy drill: {len(encoded)} (message -> reply) pairs of {len(by_env)} env id(s) from "
                   f"{len(demos) + len(extra)} demonstrations in {time.perf_counter() - start:.1f}s")
-    if len(encoded) < 2:
-        raise ValueError(f"the copy drill needs at least 2 (message -> reply) pairs, got {len(encoded)}")
     return DrillPairs(encoded, starts, list(by_env.values()) if sft.drill_balance == "env" else None)
 
 
-def drill_batches(cfg: RunConfig, pairs: DrillPairs, pad_id: int, seed: int) -> Callable[[], SFTBatch]:
+def drill_sft_batches(cfg: RunConfig, pairs: DrillPairs, pad_id: int, seed: int) -> Callable[[], SFTBatch]:
     """An endless source of the drill's packed batches, as SFT batches (for trainer.sft.drill_in_sft)."""
     sft = cfg.trainer.sft
-    rng = random.Random(seed)
-    max_len = sft.drill_max_len or sft.max_len
-    return lambda: as_sft_batch(*drill_batch(pairs.encoded, sft.drill_pack, sft.batch_size, max_len, pad_id, rng,
-                                             pairs.envs, pairs.starts))
+    source = drill_batches(pairs.encoded, pack=sft.drill_pack, batch_size=sft.batch_size,
+                           max_len=sft.drill_max_len or sft.max_len, pad_id=pad_id, seed=seed, envs=pairs.envs,
+                           starts=pairs.starts)
+    return lambda: as_sft_batch(*source())
 
 
 def copy_drill(cfg: RunConfig, model: Transformer, tokenizer: JointTokenizer | HFTokenizer, pairs: DrillPairs,

@@ -248,14 +248,19 @@ def train_drill(
 
     envs: the pairs of each env id (indices into encoded), to draw env ids uniformly (`drill_batch`).
     """
+    next_batch = drill_batches(encoded, pack=pack, batch_size=batch_size, max_len=max_len, pad_id=pad_id, seed=seed,
+                               envs=envs, starts=starts)
+    return train_packed(model, next_batch, steps=steps, lr=lr, log=log)
+
+
+def drill_batches(encoded: list[list[int]], *, pack: int, batch_size: int, max_len: int, pad_id: int, seed: int,
+                  envs: list[list[int]] | None = None, starts: list[int] | None = None,
+                  ) -> Callable[[], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """An endless source of `drill_batch`es drawn from one seeded generator."""
     if len(encoded) < 2:
         raise ValueError(f"the copy drill needs at least 2 (message -> reply) pairs, got {len(encoded)}")
     rng = random.Random(seed)
-
-    def next_batch():
-        return drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs, starts)
-
-    return train_packed(model, next_batch, steps=steps, lr=lr, log=log)
+    return lambda: drill_batch(encoded, pack, batch_size, max_len, pad_id, rng, envs, starts)
 
 
 def train_spans(model: Transformer, messages: list[list[int]], arrow: list[int], end: list[int], *, steps: int,
