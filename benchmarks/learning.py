@@ -24,6 +24,8 @@ pools the changes over those cold starts with a hierarchical bootstrap (runs, th
 Judging a change to the RL recipe: --cold-starts DIR takes each cold start from an earlier run's --out instead of
 training it again (8 of the quickstart's 10 minutes), and --eval-offset M evaluates on the held-out seeds M on from
 the recipe's first, so that choosing among RL variants does not tune them to the tasks a report is made on.
+The earlier run's SFT evaluations are taken over too where they played the same tasks under the same envs, rewards
+and rollout sections (each kept evaluation records them); any other is played again.
 
 Every held-out evaluation is kept as it ends, as `jointrl eval --out` writes one, in <run>/evals/<arm>.json.
 --pool DIR,DIR,... trains nothing: it pools the evaluations those runs kept (each a cold start's directory, an --out
@@ -62,15 +64,27 @@ def with_envs(cfg: RunConfig, run_dir: Path, **envs) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
+def held_out_settings(cfg: RunConfig, env_ids: list[str], seeds: int, samples: int,
+                      temperature: float | None = None, offset: int = 0) -> dict:
+    """What `held_out` asks of `evaluate`, keyed as its summary's settings record it: `seeds` held-out seeds per
+    env id from the `offset`-th, `samples` samples each, at the rollout temperature unless given."""
+    start = cfg.envs.eval_seeds.start + offset
+    return {"env_ids": sorted(env_ids), "seeds": list(range(start, start + seeds)), "samples": samples,
+            "temperature": cfg.rollout.temperature if temperature is None else temperature, "seed": cfg.trainer.seed}
+
+
 def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, samples: int,
              temperature: float | None = None, offset: int = 0) -> EvalSummary:
-    """The policy `state` on `seeds` held-out seeds per env id from the `offset`-th, `samples` samples each
-    (default: at the rollout temperature)."""
+    """The policy `state` on the held-out tasks `held_out_settings` names."""
     model = policy_from_state(cfg, state).eval().requires_grad_(False)
-    start = cfg.envs.eval_seeds.start + offset
-    return evaluate(model, tokenizer, cfg, env_ids, list(range(start, start + seeds)),
-                    temperature=cfg.rollout.temperature if temperature is None else temperature,
-                    max_rows=cfg.rollout.max_rows, samples=samples, seed=cfg.trainer.seed)
+    asked = held_out_settings(cfg, env_ids, seeds, samples, temperature, offset)
+    return evaluate(model, tokenizer, cfg, env_ids, asked["seeds"], temperature=asked["temperature"],
+                    max_rows=cfg.rollout.max_rows, samples=samples, seed=asked["seed"])
+
+
+def eval_inputs(cfg: RunConfig) -> dict:
+    """The recipe sections a held-out episode depends on besides the policy and its task: envs, rewards, rollout."""
+    return cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"})
 
 
 def restrict(summary: EvalSummary, domain: str) -> EvalSummary:
@@ -173,11 +187,37 @@ def plot(histories: dict[str, list[dict]], path: Path) -> None:
     plt.close(fig)
 
 
-def save_evaluation(run: Path, name: str, summary: EvalSummary) -> None:
-    """Keep one arm's held-out evaluation in run/evals/<name>.json (the format of `jointrl eval --out`)."""
+def save_evaluation(run: Path, name: str, summary: EvalSummary, inputs: dict | None = None) -> None:
+    """Keep one arm's held-out evaluation in run/evals/<name>.json (the format of `jointrl eval --out`), with the
+    recipe sections it was played under (`eval_inputs`) where given."""
     folder = run / EVALS
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(summary.to_json()))
+    data = summary.to_json() | ({"inputs": inputs} if inputs is not None else {})
+    (folder / f"{name}.json").write_text(json.dumps(data))
+
+
+def kept_evaluation(run: Path, name: str, asked: dict, inputs: dict) -> tuple[EvalSummary | None, str]:
+    """An earlier run's evaluation `name` if it played the `asked` tasks (`held_out_settings`) under the same
+    `inputs` (`eval_inputs`), else None; with the reason either way."""
+    file = run / EVALS / f"{name}.json"
+    if not file.is_file():
+        return None, f"no {file}"
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        return None, f"{file}: {err}"
+    differ = [key for key, value in asked.items() if data.get("settings", {}).get(key) != value]
+    if differ:
+        return None, f"{file} played other tasks ({', '.join(differ)} differ)"
+    if "inputs" not in data:
+        return None, f"{file} does not record the recipe sections it was played under"
+    differ = sorted(k for k in inputs if data["inputs"].get(k) != inputs[k])
+    if differ:
+        return None, f"{file} was played under other {' and '.join(differ)} sections"
+    try:
+        return EvalSummary.from_json(data), f"taken from {file}"
+    except (KeyError, ValueError, TypeError) as err:
+        return None, f"{file}: {err}"
 
 
 def saved_evaluations(run: Path) -> dict[str, EvalSummary]:
@@ -225,9 +265,9 @@ def earlier_cold_start(cfg: RunConfig, run: Path) -> ColdStart:
 
 def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], eval_seeds: int, eval_samples: int,
                    out: Path, console: Console, *, eval_offset: int = 0, start: ColdStart | None = None,
-                   ) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
-    """One cold start (or `start`, an earlier one) and its RL arms, each into its own directory under out:
-    (evaluations, histories, seconds)."""
+                   earlier: Path | None = None) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
+    """One cold start (or `start`, an earlier one, with the SFT evaluations its run `earlier` kept where they match)
+    and its RL arms, each into its own directory under out: (evaluations, histories, seconds)."""
     began = time.perf_counter()
     # Each benchmark run is a fresh experiment: its --out directory's earlier run is replaced.
     start = start or cold_start(cfg, console, overwrite=True)
@@ -240,11 +280,20 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
 
     def keep(name: str, summary: EvalSummary) -> None:
         evals[name] = summary
-        save_evaluation(out, name, summary)
+        save_evaluation(out, name, summary, eval_inputs(cfg))
 
-    keep("sft", evaluate_policy(sft_state, start.env_ids))
+    def evaluate_sft(name: str, temperature: float | None = None) -> EvalSummary:
+        if earlier is not None:
+            asked = held_out_settings(cfg, start.env_ids, eval_seeds, eval_samples, temperature, eval_offset)
+            summary, why = kept_evaluation(earlier, name, asked, eval_inputs(cfg))
+            console.print(f"SFT evaluation {name}: {why}{'' if summary else '; playing it again'}")
+            if summary is not None:
+                return summary
+        return evaluate_policy(sft_state, start.env_ids, temperature)
+
+    keep("sft", evaluate_sft("sft"))
     for temperature in temperatures:
-        keep(f"sft@T{temperature:g}", evaluate_policy(sft_state, start.env_ids, temperature))
+        keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature))
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:
@@ -334,11 +383,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_recipe(args.recipe, [*overrides, f"tracking.run_dir={seed_out / 'sft'}"])
         if seed is not None:
             console.rule(f"cold start {len(runs) + 1} of {len(seeds)}: trainer.seed={seed}")
-        earlier = None
+        earlier = start = None
         if args.cold_starts:
-            earlier = earlier_cold_start(cfg, Path(args.cold_starts) / seed_out.relative_to(out))
+            earlier = Path(args.cold_starts) / seed_out.relative_to(out)
+            start = earlier_cold_start(cfg, earlier)
         evals, histories, seconds = one_cold_start(cfg, arms, temperatures, args.eval_seeds, args.eval_samples,
-                                                   seed_out, console, eval_offset=args.eval_offset, start=earlier)
+                                                   seed_out, console, eval_offset=args.eval_offset, start=start,
+                                                   earlier=earlier)
         runs.append(evals)
         results = report([evals], console)
         results["mean_mix"] = mean_mix(histories, console)
