@@ -265,7 +265,8 @@ def earlier_cold_start(cfg: RunConfig, run: Path) -> ColdStart:
 
 def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], eval_seeds: int, eval_samples: int,
                    out: Path, console: Console, *, eval_offset: int = 0, start: ColdStart | None = None,
-                   earlier: Path | None = None) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
+                   earlier: Path | None = None,
+                   ) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
     """One cold start (or `start`, an earlier one, with the SFT evaluations its run `earlier` kept where they match)
     and its RL arms, each into its own directory under out: (evaluations, histories, seconds)."""
     began = time.perf_counter()
