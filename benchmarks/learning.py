@@ -25,7 +25,7 @@ Judging a change to the RL recipe: --cold-starts DIR takes each cold start from 
 training it again (8 of the quickstart's 10 minutes), and --eval-offset M evaluates on the held-out seeds M on from
 the recipe's first, so that choosing among RL variants does not tune them to the tasks a report is made on.
 The earlier run's SFT evaluations are taken over too where they played the same tasks under the same envs, rewards
-and rollout sections (each kept evaluation records them); any other is played again.
+and rollout sections, from the same checkpoint files (each kept evaluation records them); any other is played again.
 
 Every held-out evaluation is kept as it ends, as `jointrl eval --out` writes one, in <run>/evals/<arm>.json.
 --pool DIR,DIR,... trains nothing: it pools the evaluations those runs kept (each a cold start's directory, an --out
@@ -34,6 +34,7 @@ or one seed-S of it), so that cold starts trained at different times make one ta
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -82,9 +83,16 @@ def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, s
                     max_rows=cfg.rollout.max_rows, samples=samples, seed=asked["seed"])
 
 
-def eval_inputs(cfg: RunConfig) -> dict:
-    """The recipe sections a held-out episode depends on besides the policy and its task: envs, rewards, rollout."""
-    return cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"})
+def eval_inputs(cfg: RunConfig, checkpoint: Path | None = None) -> dict:
+    """What a held-out episode depends on besides its task: the recipe's envs, rewards and rollout sections, and the
+    digest of the checkpoint's files where the policy is one."""
+    inputs = cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"})
+    if checkpoint is not None:
+        digest = hashlib.sha256()
+        for file in sorted(f for f in checkpoint.iterdir() if f.is_file()):
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
+        inputs["checkpoint"] = digest.hexdigest()
+    return inputs
 
 
 def restrict(summary: EvalSummary, domain: str) -> EvalSummary:
@@ -213,7 +221,7 @@ def kept_evaluation(run: Path, name: str, asked: dict, inputs: dict) -> tuple[Ev
         return None, f"{file} does not record the recipe sections it was played under"
     differ = sorted(k for k in inputs if data["inputs"].get(k) != inputs[k])
     if differ:
-        return None, f"{file} was played under other {' and '.join(differ)} sections"
+        return None, f"{file} was played under another {' and '.join(differ)}"
     try:
         return EvalSummary.from_json(data), f"taken from {file}"
     except (KeyError, ValueError, TypeError) as err:
@@ -279,22 +287,22 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
 
     evals = {}
 
-    def keep(name: str, summary: EvalSummary) -> None:
+    def keep(name: str, summary: EvalSummary, checkpoint: Path | None = None) -> None:
         evals[name] = summary
-        save_evaluation(out, name, summary, eval_inputs(cfg))
+        save_evaluation(out, name, summary, eval_inputs(cfg, checkpoint))
 
     def evaluate_sft(name: str, temperature: float | None = None) -> EvalSummary:
         if earlier is not None:
             asked = held_out_settings(cfg, start.env_ids, eval_seeds, eval_samples, temperature, eval_offset)
-            summary, why = kept_evaluation(earlier, name, asked, eval_inputs(cfg))
+            summary, why = kept_evaluation(earlier, name, asked, eval_inputs(cfg, start.checkpoint))
             console.print(f"SFT evaluation {name}: {why}{'' if summary else '; playing it again'}")
             if summary is not None:
                 return summary
         return evaluate_policy(sft_state, start.env_ids, temperature)
 
-    keep("sft", evaluate_sft("sft"))
+    keep("sft", evaluate_sft("sft"), start.checkpoint)
     for temperature in temperatures:
-        keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature))
+        keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature), start.checkpoint)
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:

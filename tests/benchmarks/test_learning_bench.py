@@ -130,13 +130,16 @@ def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_an
     bench = _module()
     cfg = load_recipe("quickstart", ["model.preset=debug"])
     env_ids = ["terminal/text-count-v0:easy"]
-    start = bench.ColdStart(Transformer(cfg.model), None, tmp_path / "ckpt", env_ids, demos=0, losses=[])
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    start = bench.ColdStart(Transformer(cfg.model), None, checkpoint, env_ids, demos=0, losses=[])
     first = cfg.envs.eval_seeds.start + 2
     kept = _evaluation([1, 0, 1, 1])
     # As `evaluate` records them: 4 seeds from the offset, 1 sample, the rollout temperature, the trainer seed.
     kept.settings.update(env_ids=env_ids, seeds=[first, first + 1, first + 2, first + 3], tiers=None,
                          tiers_played=["low"], samples=1, temperature=cfg.rollout.temperature, seed=cfg.trainer.seed)
-    bench.save_evaluation(tmp_path / "earlier", "sft", kept, bench.eval_inputs(cfg))
+    bench.save_evaluation(tmp_path / "earlier", "sft", kept, bench.eval_inputs(cfg, checkpoint))
     played = []
 
     def fake_evaluate(model, tokenizer, cfg, env_ids, seeds, **kwargs):
@@ -156,18 +159,22 @@ def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_an
     assert [t.episode.signals["success"] for t in summary.trajectories] == [1.0, 0.0, 1.0, 1.0]
     # The new run keeps it too, with the sections it was played under, so that --pool and a later reuse find it.
     again, why = bench.kept_evaluation(tmp_path / "same", "sft", bench.held_out_settings(cfg, env_ids, 4, 1, offset=2),
-                                      bench.eval_inputs(cfg))
+                                      bench.eval_inputs(cfg, checkpoint))
     assert again is not None and again.pass_rate == kept.pass_rate, why
-    # Other seeds, or the same seeds under another rollout section, are played again.
+    # Other seeds, the same seeds under another rollout section, or from other checkpoint files, are played again.
     _, text = run(cfg, "fewer", seeds=3)
     assert played == [[first, first + 1, first + 2]] and "seeds differ" in text
     longer = load_recipe("quickstart", ["model.preset=debug", "rollout.max_new_tokens_per_turn=7"])
     _, text = run(longer, "longer")
-    assert len(played) == 2 and "other rollout sections" in text
+    assert len(played) == 2 and "another rollout" in text
+    (checkpoint / "model.safetensors").write_bytes(b"weights trained again")
+    _, text = run(cfg, "retrained")
+    assert len(played) == 3 and "another checkpoint" in text
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
     # An evaluation kept without its sections (before they were recorded) is not trusted.
     bench.save_evaluation(tmp_path / "earlier", "sft", kept)
     _, text = run(cfg, "unrecorded")
-    assert len(played) == 3 and "does not record the recipe sections" in text
+    assert len(played) == 4 and "does not record the recipe sections" in text
 
 @pytest.mark.slow
 def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, capsys):
