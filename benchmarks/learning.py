@@ -34,7 +34,6 @@ or one seed-S of it), so that cold starts trained at different times make one ta
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from jointrl.model.checkpoint import read_config
 from jointrl.model.pretrained import load_pretrained, load_tokenizer
 from jointrl.rl.cold_start import ColdStart, cold_start, demo_counts
 from jointrl.rl.config.run import RunConfig
+from jointrl.rl.demo_cache import tree_digest
 from jointrl.rl.evaluate import EvalSummary, evaluate, summarize
 from jointrl.rl.recipe import load_recipe
 from jointrl.rl.progress import output_console
@@ -87,12 +87,7 @@ def eval_inputs(cfg: RunConfig, checkpoint: Path | None = None) -> dict:
     """What a held-out episode depends on besides its task: the recipe's envs, rewards and rollout sections, and the
     digest of the checkpoint's files where the policy is one."""
     inputs = cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"})
-    if checkpoint is not None:
-        digest = hashlib.sha256()
-        for file in sorted(f for f in checkpoint.iterdir() if f.is_file()):
-            digest.update(file.name.encode() + b"\0" + file.read_bytes())
-        inputs["checkpoint"] = digest.hexdigest()
-    return inputs
+    return inputs | ({"checkpoint": tree_digest(checkpoint)} if checkpoint is not None else {})
 
 
 def restrict(summary: EvalSummary, domain: str) -> EvalSummary:
@@ -287,22 +282,25 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
 
     evals = {}
 
-    def keep(name: str, summary: EvalSummary, checkpoint: Path | None = None) -> None:
+    def keep(name: str, summary: EvalSummary, inputs: dict | None = None) -> None:
         evals[name] = summary
-        save_evaluation(out, name, summary, eval_inputs(cfg, checkpoint))
+        save_evaluation(out, name, summary, inputs)
+
+    # Only SFT evaluations are taken over later, so only they record what they were played under.
+    sft_inputs = eval_inputs(cfg, start.checkpoint)
 
     def evaluate_sft(name: str, temperature: float | None = None) -> EvalSummary:
         if earlier is not None:
             asked = held_out_settings(cfg, start.env_ids, eval_seeds, eval_samples, temperature, eval_offset)
-            summary, why = kept_evaluation(earlier, name, asked, eval_inputs(cfg, start.checkpoint))
+            summary, why = kept_evaluation(earlier, name, asked, sft_inputs)
             console.print(f"SFT evaluation {name}: {why}{'' if summary else '; playing it again'}")
             if summary is not None:
                 return summary
         return evaluate_policy(sft_state, start.env_ids, temperature)
 
-    keep("sft", evaluate_sft("sft"), start.checkpoint)
+    keep("sft", evaluate_sft("sft"), sft_inputs)
     for temperature in temperatures:
-        keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature), start.checkpoint)
+        keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature), sft_inputs)
     histories, seconds = {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:

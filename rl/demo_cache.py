@@ -34,12 +34,16 @@ def _package_dir(module: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-@functools.lru_cache(maxsize=None)
-def _tree_digest(root: Path) -> str:
+def tree_digest(root: Path) -> str:
+    """A sha256 over every file under root, its path relative to root and its bytes (`__pycache__` left out)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+# An env package does not change under a running process: digest each once.
+_tree_digest = functools.lru_cache(maxsize=None)(tree_digest)
 
 
 @functools.lru_cache(maxsize=None)

@@ -125,7 +125,6 @@ def test_an_earlier_cold_start_must_exist_and_hold_the_recipes_model(tmp_path):
         bench.earlier_cold_start(other, tmp_path / "seed-0")
 
 
-
 def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_and_sections(tmp_path, monkeypatch):
     bench = _module()
     cfg = load_recipe("quickstart", ["model.preset=debug"])
@@ -175,6 +174,7 @@ def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_an
     bench.save_evaluation(tmp_path / "earlier", "sft", kept)
     _, text = run(cfg, "unrecorded")
     assert len(played) == 4 and "does not record the recipe sections" in text
+
 
 @pytest.mark.slow
 def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, capsys):
