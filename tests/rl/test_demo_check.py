@@ -29,10 +29,11 @@ def _lookup_demos(seeds, wrong_answer=False):
 
 
 def _reference(model, examples):
-    """Loss, token accuracy and reproduced fraction from one forward per generated token over its prefix alone."""
-    nll, hits, tokens, reproduced = 0.0, 0, 0, 0
+    """Loss, token accuracy, reproduced fraction, wrong tokens per example and each example's first wrong token
+    (index in ids, predicted id), from one forward per generated token over its prefix alone."""
+    nll, hits, tokens, reproduced, wrong, first = 0.0, 0, 0, 0, [], []
     for ids, mask in examples:
-        every = True
+        misses = []
         for t in range(1, len(ids)):
             if not mask[t]:
                 continue
@@ -42,9 +43,12 @@ def _reference(model, examples):
             right = int(logits.argmax()) == ids[t]
             hits += right
             tokens += 1
-            every &= right
-        reproduced += every
-    return nll / tokens, hits / tokens, reproduced / len(examples)
+            if not right:
+                misses.append((t, int(logits.argmax())))
+        reproduced += not misses
+        wrong.append(len(misses))
+        first += misses[:1]
+    return nll / tokens, hits / tokens, reproduced / len(examples), wrong, first
 
 
 def test_the_check_matches_a_prefix_by_prefix_reference_and_tells_a_copied_family_from_one_that_is_not(
@@ -53,14 +57,21 @@ def test_the_check_matches_a_prefix_by_prefix_reference_and_tells_a_copied_famil
     demos = {"copied": _lookup_demos(range(4)), "off": _lookup_demos(range(4), wrong_answer=True)}
     checks = {c.env_id: c for c in check_demos(model, tokenizer, demos, 512)}
     for env_id, conversations in demos.items():
-        loss, accuracy, reproduced = _reference(model, encode(tokenizer, conversations, 512))
+        rows = encode(tokenizer, conversations, 512)
+        loss, accuracy, reproduced, wrong, first = _reference(model, rows)
         c = checks[env_id]
         assert c.examples == 4
         assert math.isclose(c.loss, loss, rel_tol=1e-4)
         assert c.token_accuracy == pytest.approx(accuracy, abs=1e-12)
         assert c.reproduced == reproduced
+        assert c.wrong_tokens == wrong
+        # Each example that misses names its first wrong token: the demo's own, the argmax, and the text before it.
+        ids_of = [ids for (ids, _), n in zip(rows, wrong) if n]
+        assert c.misses == [{"context": tokenizer.decode(ids[max(0, at - 12):at]), "want": tokenizer.decode([ids[at]]),
+                             "got": tokenizer.decode([got])} for ids, (at, got) in zip(ids_of, first)][:3]
     # The policy was fitted to these demos (train_lookup_policy); none with a wrong answer is its argmax throughout.
     assert checks["copied"].reproduced > 0 and checks["off"].reproduced == 0
+    assert len(checks["off"].misses) == 3 and all(checks["off"].wrong_tokens)
     assert checks["off"].token_accuracy < checks["copied"].token_accuracy and checks["off"].loss > checks["copied"].loss
     assert not model.training
 
@@ -74,7 +85,8 @@ def test_the_pair_check_counts_the_reply_only_as_the_drill_does(fitted_lookup_po
     [c] = check_pairs(model, pairs)
     starts = [reply_start(t, tokenizer.encode(t), tokenizer.decode) for t in texts]
     rows = [(ids, [t >= start for t in range(len(ids))]) for (ids, _), start in zip(pairs["lookup"], starts)]
-    loss, accuracy, reproduced = _reference(model, rows)
+    loss, accuracy, reproduced, wrong, _ = _reference(model, rows)
+    assert c.wrong_tokens == wrong and c.misses == [], "pairs are checked without a tokenizer: no misses as text"
     assert c.examples == 3 and math.isclose(c.loss, loss, rel_tol=1e-4)
     assert c.token_accuracy == pytest.approx(accuracy, abs=1e-12) and c.reproduced == reproduced
 

@@ -73,6 +73,9 @@ def test_sft_command_writes_the_checkpoint_where_the_recipe_says_and_checks_it_o
     # Fractions only: reproduced may exceed token accuracy when the demos reproduced whole are the short ones.
     assert all(c["examples"] == 2 and 0 <= c["reproduced"] <= 1 and 0 <= c["token_accuracy"] <= 1
                for c in written["sft"])
+    # Each example's wrong-token count, and the first miss of each example that has one (three at most), in context.
+    assert all(len(c["wrong_tokens"]) == 2 and c["reproduced"] == c["wrong_tokens"].count(0) / 2
+               and len(c["misses"]) == min(3, 2 - c["wrong_tokens"].count(0)) for c in written["sft"])
     # One check after each of the two drill steps, on the pairs of the check demos (syllogism's turns call no tool).
     assert [d["step"] for d in written["drill"]] == [1, 2]
     assert [c["env_id"] for c in written["drill"][0]["checks"]] == env_ids
