@@ -106,8 +106,8 @@ def print_checks(checks: list[CopyCheck], console: Console, title: str) -> None:
     console.print(table)
     for c in checks:
         if c.misses:
-            per = ", ".join(f"{n} ({k})" for n, k in sorted(Counter(c.wrong_tokens).items()))
-            console.print(f"{c.env_id}: wrong tokens per example {per}; the first misses:", highlight=False)
+            per = ", ".join(f"{n}: {k}" for n, k in sorted(Counter(c.wrong_tokens).items()))
+            console.print(f"{c.env_id}: examples by wrong tokens {{{per}}}; the first misses:", highlight=False)
             for miss in c.misses:
                 console.print(f"  ...{miss['context']!r} wanted {miss['want']!r}, got {miss['got']!r}", highlight=False)
 
