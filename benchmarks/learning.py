@@ -83,11 +83,10 @@ def held_out(cfg: RunConfig, tokenizer, state, env_ids: list[str], seeds: int, s
                     max_rows=cfg.rollout.max_rows, samples=samples, seed=asked["seed"])
 
 
-def eval_inputs(cfg: RunConfig, checkpoint: Path | None = None) -> dict:
-    """What a held-out episode depends on besides its task: the recipe's envs, rewards and rollout sections, and the
-    digest of the checkpoint's files where the policy is one."""
-    inputs = cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"})
-    return inputs | ({"checkpoint": tree_digest(checkpoint)} if checkpoint is not None else {})
+def eval_inputs(cfg: RunConfig, checkpoint: Path) -> dict:
+    """What an SFT evaluation's episodes depend on besides their tasks: the recipe's envs, rewards and rollout
+    sections, and the digest of the checkpoint's files."""
+    return cfg.model_dump(mode="json", include={"envs", "rewards", "rollout"}) | {"checkpoint": tree_digest(checkpoint)}
 
 
 def restrict(summary: EvalSummary, domain: str) -> EvalSummary:

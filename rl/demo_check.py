@@ -54,7 +54,7 @@ def check_rows(model: Transformer, env_id: str, rows: list[tuple[list[int], list
     """
     was_training = model.training
     model.eval()
-    nll = hits = tokens = reproduced = 0.0
+    nll, tokens = 0.0, 0
     wrong_tokens, misses = [], []
     rows = [(ids, mask) for ids, mask in rows if any(mask[1:])]
     for ids, mask in rows:
@@ -66,9 +66,7 @@ def check_rows(model: Transformer, env_id: str, rows: list[tuple[list[int], list
         nll += F.cross_entropy(logits, targets, reduction="sum").item()
         predicted = logits.argmax(-1)  # [N]
         right = predicted == targets
-        hits += right.sum().item()
         tokens += len(targets)
-        reproduced += bool(right.all())
         wrong_tokens.append(int((~right).sum()))
         if decode is not None and wrong_tokens[-1] and len(misses) < MISSES_SHOWN:
             first = int((~right).nonzero()[0])
@@ -78,7 +76,9 @@ def check_rows(model: Transformer, env_id: str, rows: list[tuple[list[int], list
     model.train(was_training)
     if not rows:
         return CopyCheck(env_id, 0, None, None, None)
-    return CopyCheck(env_id, len(rows), nll / tokens, hits / tokens, reproduced / len(rows), wrong_tokens, misses)
+    hits = tokens - sum(wrong_tokens)
+    reproduced = wrong_tokens.count(0) / len(rows)
+    return CopyCheck(env_id, len(rows), nll / tokens, hits / tokens, reproduced, wrong_tokens, misses)
 
 
 def check_demos(model: Transformer, tokenizer, demos: dict[str, list[Conversation]], max_len: int) -> list[CopyCheck]:
