@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import asdict, dataclass
 from itertools import chain
@@ -24,6 +25,7 @@ from jointrl.rl.demos import collect_demos, demo_misfits, mix_env_ids
 from jointrl.rl.drill import (ARROW, as_sft_batch, drill_batches, encode_pairs, read_messages, train_drill,
                               train_spans)
 from jointrl.rl.progress import Progress
+from jointrl.rl.redraw import redraw
 from jointrl.rl.rollout.tiers import TierSelector
 from jointrl.rl.sft import Conversation, SFTBatch, encode, read_conversations, sft_steps, train_sft
 from jointrl.rl.tracking import SFT_METRICS_FILE, Tracker, claim_run_dir, print_places
@@ -176,7 +178,12 @@ def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demo
     encoded: list[list[int]] = []
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
-    for conversation in demos + extra:
+    conversations = demos + extra
+    if sft.drill_redraw:
+        conversations = redraw(conversations, sft.drill_redraw, random.Random(cfg.trainer.seed))
+        changed = sum(a is not b for a, b in zip(conversations, demos + extra))
+        console.print(f"copy drill: slots redrawn in {changed} of {len(conversations)} demonstrations")
+    for conversation in conversations:
         for ids, reply in encode_pairs(tokenizer, [conversation], sft.drill_turns, sft.drill_format,
                                        with_starts=starts is not None):
             by_env.setdefault(conversation.source, []).append(len(encoded))

@@ -158,6 +158,12 @@ class SFTConfig(Section):
         "calls", description="Which assistant turns the drill pairs: calls = those that call tools; tool = also "
         "answers to tool output (copying a figure out of it); all = also answers to a user message."
     )
+    drill_redraw: float = Field(
+        0.0, ge=0.0, le=1.0, description="Share of the drill's demonstrations whose slots (the values a tool call "
+        "copies from the task and fewer than half the env id's tasks contain) are redrawn from a wider set, the same "
+        "way in every message (rl/redraw.py): a guess from the env's few values then no longer predicts them, only "
+        "a copy does; the SFT demos and the copy checks keep the env's own; 0 = none."
+    )
     drill_in_sft: bool = Field(
         False, description="Each SFT step also trains one batch of the drill's pairs, its loss added to the step's: "
         "the copy the drill formed keeps its gradient while SFT learns the chat format's demonstrations (six epochs "

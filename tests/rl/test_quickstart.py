@@ -160,3 +160,44 @@ def test_drill_in_sft_gives_each_sft_step_a_batch_of_whole_drill_pairs_counting_
             span = min(len(pair), len(ids) - at)
             assert counted[at: at + span] == [t >= start for t in range(span)]
             at += span
+
+
+def test_the_drill_trains_on_demos_with_their_slots_redrawn_and_sft_on_the_envs_own(tmp_path, monkeypatch):
+    import jointrl.rl.cold_start as cold_start
+    from jointrl.rl.drill import encode_pairs
+    from jointrl.rl.sft import encode
+
+    redrawn, drilled, fitted = [], {}, {}
+    plain_redraw, plain_drill, plain_sft = cold_start.redraw, cold_start.train_drill, cold_start.train_sft
+
+    def redraw_spy(conversations, share, rng):
+        out = plain_redraw(conversations, share, rng)
+        redrawn.append((conversations, share, out))
+        return out
+
+    def drill_spy(model, encoded, **kwargs):
+        drilled["encoded"] = encoded
+        return plain_drill(model, encoded, **kwargs)
+
+    def sft_spy(model, examples, **kwargs):
+        fitted["examples"] = examples
+        return plain_sft(model, examples, **kwargs)
+
+    monkeypatch.setattr(cold_start, "redraw", redraw_spy)
+    monkeypatch.setattr(cold_start, "train_drill", drill_spy)
+    monkeypatch.setattr(cold_start, "train_sft", sft_spy)
+    # Seven text-count demos, so that a file name or word is in fewer than half their questions: a slot.
+    overrides = [*SHRINK, "trainer.sft.drill_redraw=1.0", "trainer.sft.drill_demos_per_env=6"]
+    assert main(["sft", "quickstart", *overrides, f"checkpoint.dir={tmp_path}", f"tracking.run_dir={tmp_path / 'run'}",
+                 "tracking.wandb_mode=disabled"]) == 0
+    [(given, share, out)] = redrawn
+    assert share == 1.0
+    assert any(after is not before and after.source.startswith("terminal/") for before, after in zip(given, out))
+    cfg = load_recipe("quickstart", overrides)
+    tokenizer = JointTokenizer.load(tmp_path / "sft")
+    sft = cfg.trainer.sft
+    assert drilled["encoded"] == [ids for conv in out for ids, _ in encode_pairs(
+        tokenizer, [conv], sft.drill_turns, sft.drill_format, with_starts=False)]
+    # The SFT demos come first in what the drill was given, and SFT trains on them as the env played them.
+    sft_demos = given[: sum(demo_counts(cfg).values())]
+    assert fitted["examples"] == encode(tokenizer, sft_demos, sft.max_len)

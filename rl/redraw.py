@@ -1,0 +1,135 @@
+"""Redrawn slots: demonstrations whose copied values are swapped for others, so that a guess no longer predicts them.
+
+A family's tool call copies a few values out of the task (a file name, a length), and the env draws each from a small
+set: three file extensions, a few hundred lengths. A policy that guesses from that set gets part of the drill's loss
+without looking back, and on some seeds the copy of one slot never formed (docs/learning.md, sessions 29 and 34).
+Redrawing a demonstration's slots from a wider set, the same way in every message, leaves the copy the one way to
+predict them.
+
+A slot is a name or a number that the task's question and a tool call's arguments share and that fewer
+than half of its env id's questions contain: the words and numbers every task repeats are the template, and stay.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from typing import Iterable
+
+from jointrl.rl.sft import Conversation
+
+# The units a slot is made of: a file name splits at its dots, a tuple at its commas; an identifier (x1) is one run,
+# so a program's variable names never take a slot's value.
+RUN = re.compile(r"[A-Za-z_]\w*|\d+")
+TEMPLATE_SHARE = 0.5  # a run in at least this share of an env id's questions is template, not a slot
+
+
+def question(conv: Conversation) -> str:
+    """The first user message's text ("" without one)."""
+    return next((m.get("content") or "" for m in conv.messages if m.get("role") == "user"), "")
+
+
+def call_arguments(conv: Conversation) -> str:
+    """Every tool call's arguments, parsed, as one text (JSON escapes such as \\n are not runs of the text)."""
+    texts = []
+    for message in conv.messages:
+        for call in message.get("tool_calls") or []:
+            texts.extend(_strings(json.loads(call["function"]["arguments"])))
+    return "\n".join(texts)
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def template_runs(conversations: Iterable[Conversation]) -> dict[str | None, set[str]]:
+    """Each env id's template: the runs in at least TEMPLATE_SHARE of its conversations' questions."""
+    counts: dict[str | None, Counter] = {}
+    sizes: Counter = Counter()
+    for conv in conversations:
+        counts.setdefault(conv.source, Counter()).update(set(RUN.findall(question(conv))))
+        sizes[conv.source] += 1
+    return {source: {run for run, n in counted.items() if n >= TEMPLATE_SHARE * sizes[source]}
+            for source, counted in counts.items()}
+
+
+def slots(conv: Conversation, template: set[str]) -> set[str]:
+    """The runs a conversation copies from its question into a tool call, less its env id's template."""
+    return (set(RUN.findall(question(conv))) & set(RUN.findall(call_arguments(conv)))) - template
+
+
+def redraw(conversations: list[Conversation], share: float, rng: random.Random) -> list[Conversation]:
+    """The conversations, `share` of them (those with slots, drawn by rng) with every slot redrawn in every message.
+
+    A number becomes a random number of as many digits; a name becomes another conversation's name slot, from any
+    env id, so names stay tokens the tokenizer knows. Distinct slots stay distinct.
+    """
+    templates = template_runs(conversations)
+    found = [slots(conv, templates[conv.source]) for conv in conversations]
+    names = sorted({run for runs in found for run in runs if not run.isdigit()})
+    out = []
+    for conv, runs in zip(conversations, found):
+        if not runs or rng.random() >= share:
+            out.append(conv)
+            continue
+        held = set(RUN.findall(question(conv))) | set(RUN.findall(call_arguments(conv)))
+        out.append(_renamed(conv, _mapping(sorted(runs), held, names, rng)))
+    return out
+
+
+def _mapping(runs: list[str], held: set[str], names: list[str], rng: random.Random) -> dict[str, str]:
+    """Each run to a new value that no other run maps to and that the conversation does not hold already (held)."""
+    taken = set(held)
+    mapping = {}
+    for run in runs:
+        for _ in range(100):
+            if run.isdigit():
+                new = str(rng.randint(10 ** (len(run) - 1) if len(run) > 1 else 0, 10 ** len(run) - 1))
+            else:
+                new = rng.choice(names)
+            if new not in taken:
+                break
+        else:
+            continue  # no free value (a one-digit slot among ten): it keeps its own
+        taken.add(new)
+        mapping[run] = new
+    return mapping
+
+
+def _renamed(conv: Conversation, mapping: dict[str, str]) -> Conversation:
+    """The conversation with each run in mapping replaced in every message but the system prompt."""
+    def swap(text: str) -> str:
+        return RUN.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
+
+    def swap_value(value):
+        if isinstance(value, str):
+            return swap(value)
+        if isinstance(value, dict):
+            return {k: swap_value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap_value(v) for v in value]
+        return value
+
+    messages = []
+    for message in conv.messages:
+        if message.get("role") == "system":
+            messages.append(message)
+            continue
+        message = dict(message)
+        for key in ("content", "reasoning_content"):
+            if isinstance(message.get(key), str):
+                message[key] = swap(message[key])
+        if message.get("tool_calls"):
+            message["tool_calls"] = [
+                {**call, "function": {**call["function"], "arguments": json.dumps(
+                    swap_value(json.loads(call["function"]["arguments"])))}}
+                for call in message["tool_calls"]]
+        messages.append(message)
+    return Conversation(messages, conv.tools, conv.tier, source=conv.source)
