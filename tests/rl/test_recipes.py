@@ -57,6 +57,8 @@ def test_agents_cpu_mixes_two_agent_domains_and_drills_the_replies_copy():
     assert cfg.learner.norm_lr_scale > 1 and cfg.learner.norm_lr_gains == "final"
     # With mini's two softmax heads a layer, channel's copy formed on one cold start of three (docs/learning.md).
     assert cfg.model.name == "mini" and cfg.model.attn_heads == 4
+    # Each demonstration seen once: six epochs over 256 a family let SFT memorise their numbers (docs/learning.md).
+    assert cfg.trainer.sft.epochs == 1 and all(entry.demos >= 1536 for entry in cfg.envs.mix)
 
 
 def test_ppo_critic_uses_gae_without_group_normalisation():
