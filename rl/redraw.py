@@ -68,38 +68,38 @@ def slots(conv: Conversation, template: set[str]) -> set[str]:
 def redraw(conversations: list[Conversation], share: float, rng: random.Random) -> list[Conversation]:
     """The conversations, `share` of them (those with slots, drawn by rng) with every slot redrawn in every message.
 
-    A number becomes a random number of as many digits; a name becomes another conversation's name slot, from any
-    env id, so names stay tokens the tokenizer knows. Distinct slots stay distinct.
+    A slot takes the value of another conversation's slot of its kind (number or name), from any env id, each distinct
+    value alike likely: a value the env draws is one the tokenizer was fitted on, where a random three-digit number
+    is two tokens for most of them (docs/learning.md, session 35). Distinct slots stay distinct.
     """
     templates = template_runs(conversations)
     found = [slots(conv, templates[conv.source]) for conv in conversations]
-    names = sorted({run for runs in found for run in runs if not run.isdigit()})
+    values = {run for runs in found for run in runs}
+    pools = (sorted(v for v in values if v.isdigit()), sorted(v for v in values if not v.isdigit()))
     out = []
     for conv, runs in zip(conversations, found):
         if not runs or rng.random() >= share:
             out.append(conv)
             continue
         held = set(RUN.findall(question(conv))) | set(RUN.findall(call_arguments(conv)))
-        out.append(_renamed(conv, _mapping(sorted(runs), held, names, rng)))
+        out.append(_renamed(conv, _mapping(sorted(runs), held, pools, rng)))
     return out
 
 
-def _mapping(runs: list[str], held: set[str], names: list[str], rng: random.Random) -> dict[str, str]:
-    """Each run to a new value that no other run maps to and that the conversation does not hold already (held)."""
+def _mapping(runs: list[str], held: set[str], pools: tuple[list[str], list[str]],
+             rng: random.Random) -> dict[str, str]:
+    """Each run to a value of its kind's pool (numbers, names) that no other run maps to and that the conversation
+    does not hold already (held); a run with no such value after 100 draws keeps its own."""
     taken = set(held)
     mapping = {}
     for run in runs:
+        pool = pools[0] if run.isdigit() else pools[1]
         for _ in range(100):
-            if run.isdigit():
-                new = str(rng.randint(10 ** (len(run) - 1) if len(run) > 1 else 0, 10 ** len(run) - 1))
-            else:
-                new = rng.choice(names)
+            new = rng.choice(pool)
             if new not in taken:
+                taken.add(new)
+                mapping[run] = new
                 break
-        else:
-            continue  # no free value (a one-digit slot among ten): it keeps its own
-        taken.add(new)
-        mapping[run] = new
     return mapping
 
 
