@@ -15,7 +15,7 @@ import json
 import random
 import re
 from collections import Counter
-from typing import Iterable
+from typing import Callable, Iterable
 
 from jointrl.rl.sft import Conversation
 
@@ -32,21 +32,22 @@ def question(conv: Conversation) -> str:
 
 def call_arguments(conv: Conversation) -> str:
     """Every tool call's arguments, parsed, as one text (JSON escapes such as \\n are not runs of the text)."""
-    texts = []
+    texts: list[str] = []
     for message in conv.messages:
         for call in message.get("tool_calls") or []:
-            texts.extend(_strings(json.loads(call["function"]["arguments"])))
+            _map_strings(json.loads(call["function"]["arguments"]), lambda text: texts.append(text) or text)
     return "\n".join(texts)
 
 
-def _strings(value) -> list[str]:
+def _map_strings(value, change: Callable[[str], str]):
+    """A parsed JSON value with change applied to every string in it."""
     if isinstance(value, str):
-        return [value]
+        return change(value)
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return {key: _map_strings(item, change) for key, item in value.items()}
     if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+        return [_map_strings(item, change) for item in value]
+    return value
 
 
 def template_runs(conversations: Iterable[Conversation]) -> dict[str | None, set[str]]:
@@ -108,15 +109,6 @@ def _renamed(conv: Conversation, mapping: dict[str, str]) -> Conversation:
     def swap(text: str) -> str:
         return RUN.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
 
-    def swap_value(value):
-        if isinstance(value, str):
-            return swap(value)
-        if isinstance(value, dict):
-            return {k: swap_value(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [swap_value(v) for v in value]
-        return value
-
     messages = []
     for message in conv.messages:
         if message.get("role") == "system":
@@ -129,7 +121,7 @@ def _renamed(conv: Conversation, mapping: dict[str, str]) -> Conversation:
         if message.get("tool_calls"):
             message["tool_calls"] = [
                 {**call, "function": {**call["function"], "arguments": json.dumps(
-                    swap_value(json.loads(call["function"]["arguments"])))}}
+                    _map_strings(json.loads(call["function"]["arguments"]), swap))}}
                 for call in message["tool_calls"]]
         messages.append(message)
     return Conversation(messages, conv.tools, conv.tier, source=conv.source)
