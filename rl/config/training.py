@@ -160,9 +160,10 @@ class SFTConfig(Section):
     )
     drill_redraw: float = Field(
         0.0, ge=0.0, le=1.0, description="Share of the drill's demonstrations whose slots (the values a tool call "
-        "copies from the task and fewer than half the env id's tasks contain) are redrawn from a wider set, the same "
-        "way in every message (rl/redraw.py): a guess from the env's few values then no longer predicts them, only "
-        "a copy does; the SFT demos and the copy checks keep the env's own; 0 = none."
+        "copies from the task and fewer than half the env id's tasks contain) take other slots' values of their kind, "
+        "the same way in every message (rl/redraw.py): a guess from one slot's few values then no longer predicts "
+        "them, only a copy does; the SFT demos and the copy checks keep the env's own; 0 = none. On one seed it made "
+        "channel's length copy and cost text-count its names (docs/learning.md, session 35)."
     )
     drill_in_sft: bool = Field(
         False, description="Each SFT step also trains one batch of the drill's pairs, its loss added to the step's: "
