@@ -1,7 +1,7 @@
 """Redrawn slots: demonstrations whose copied values are swapped for others, so that a guess no longer predicts them.
 
 A family's tool call copies a few values out of the task (a file name, a length), and the env draws each from a small
-set: three file extensions, a few hundred lengths. A policy that guesses from that set gets part of the drill's loss
+set: three file extensions, a range of lengths. A policy that guesses from that set gets part of the drill's loss
 without looking back, and on some seeds the copy of one slot never formed (docs/learning.md, sessions 29 and 34).
 Redrawing a demonstration's slots from a wider set, the same way in every message, leaves the copy the one way to
 predict them.
@@ -35,8 +35,16 @@ def call_arguments(conv: Conversation) -> str:
     texts: list[str] = []
     for message in conv.messages:
         for call in message.get("tool_calls") or []:
-            _map_strings(json.loads(call["function"]["arguments"]), lambda text: texts.append(text) or text)
+            _map_strings(_parsed(call["function"]["arguments"]), lambda text: texts.append(text) or text)
     return "\n".join(texts)
+
+
+def _parsed(arguments: str):
+    """A call's arguments parsed; the text itself where it is not JSON (a conversation file's own calls may not be)."""
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
 
 
 def _map_strings(value, change: Callable[[str], str]):
@@ -120,8 +128,17 @@ def _renamed(conv: Conversation, mapping: dict[str, str]) -> Conversation:
                 message[key] = swap(message[key])
         if message.get("tool_calls"):
             message["tool_calls"] = [
-                {**call, "function": {**call["function"], "arguments": json.dumps(
-                    _map_strings(json.loads(call["function"]["arguments"]), swap))}}
+                {**call, "function": {**call["function"], "arguments": _renamed_arguments(
+                    call["function"]["arguments"], swap)}}
                 for call in message["tool_calls"]]
         messages.append(message)
     return Conversation(messages, conv.tools, conv.tier, source=conv.source)
+
+
+def _renamed_arguments(arguments: str, swap: Callable[[str], str]) -> str:
+    """A call's arguments with swap applied to each string in them, still JSON; text that is not JSON as text."""
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return swap(arguments)
+    return json.dumps(_map_strings(parsed, swap))

@@ -108,3 +108,17 @@ def test_share_picks_which_conversations_are_redrawn_and_none_leaves_them_untouc
     # A conversation with no slot (a lone demonstration is all template) comes back as it was.
     [alone] = redraw([COUNTS[0]], 1.0, random.Random(0))
     assert alone is COUNTS[0]
+
+
+def test_arguments_that_are_not_json_are_renamed_as_text():
+    plain = [Conversation([
+        {"role": "user", "content": f"Show `{name}.txt`."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": f"cat {name}.txt"}}]},
+    ], source="terminal/show") for name in ("radar", "harbor", "switch")]
+    out = redraw(plain, 1.0, random.Random(0))
+    for before, after in zip(plain, out):
+        name = before.messages[0]["content"][len("Show `"):-len(".txt`.")]
+        new = after.messages[0]["content"][len("Show `"):-len(".txt`.")]
+        assert new != name and new in {"radar", "harbor", "switch"}
+        assert after.messages[1]["tool_calls"][0]["function"]["arguments"] == f"cat {new}.txt"
