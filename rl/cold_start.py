@@ -178,10 +178,10 @@ def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demo
     encoded: list[list[int]] = []
     starts: list[int] | None = [] if sft.drill_loss == "reply" else None
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
-    conversations = demos + extra
+    played = conversations = demos + extra
     if sft.drill_redraw:
-        conversations = redraw(conversations, sft.drill_redraw, random.Random(cfg.trainer.seed))
-        changed = sum(a is not b for a, b in zip(conversations, demos + extra))
+        conversations = redraw(played, sft.drill_redraw, random.Random(cfg.trainer.seed))
+        changed = sum(a is not b for a, b in zip(conversations, played))
         console.print(f"copy drill: slots redrawn in {changed} of {len(conversations)} demonstrations")
     for conversation in conversations:
         for ids, reply in encode_pairs(tokenizer, [conversation], sft.drill_turns, sft.drill_format,
