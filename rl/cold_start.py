@@ -180,7 +180,7 @@ def drill_pairs_of(cfg: RunConfig, tokenizer: JointTokenizer | HFTokenizer, demo
     by_env: dict[str | None, list[int]] = {}  # env id -> indices of its pairs in encoded
     played = conversations = demos + extra
     if sft.drill_redraw:
-        conversations = redraw(played, sft.drill_redraw, random.Random(cfg.trainer.seed))
+        conversations = redraw(played, sft.drill_redraw, random.Random(cfg.trainer.seed), sft.drill_redraw_kinds)
         changed = sum(a is not b for a, b in zip(conversations, played))
         console.print(f"copy drill: slots redrawn in {changed} of {len(conversations)} demonstrations")
     for conversation in conversations:

@@ -23,6 +23,12 @@ from jointrl.rl.sft import Conversation
 # so a program's variable names never take a slot's value.
 RUN = re.compile(r"[A-Za-z_]\w*|\d+")
 TEMPLATE_SHARE = 0.5  # a run in at least this share of an env id's questions is template, not a slot
+KINDS = ("number", "name")
+
+
+def kind(run: str) -> str:
+    """A run's kind: "number" (digits) or "name"."""
+    return "number" if run.isdigit() else "name"
 
 
 def question(conv: Conversation) -> str:
@@ -74,17 +80,20 @@ def slots(conv: Conversation, template: set[str]) -> set[str]:
     return (set(RUN.findall(question(conv))) & set(RUN.findall(call_arguments(conv)))) - template
 
 
-def redraw(conversations: list[Conversation], share: float, rng: random.Random) -> list[Conversation]:
-    """The conversations, `share` of them (those with slots, drawn by rng) with every slot redrawn in every message.
+def redraw(conversations: list[Conversation], share: float, rng: random.Random,
+           kinds: Iterable[str] = KINDS) -> list[Conversation]:
+    """The conversations, `share` of them (those with slots of `kinds`, drawn by rng) with every such slot redrawn in
+    every message.
 
     A slot takes the value of another conversation's slot of its kind (number or name), from any env id, each distinct
     value alike likely: a value the env draws is one the tokenizer was fitted on, where a random three-digit number
     is two tokens for most of them (docs/learning.md, session 35). Distinct slots stay distinct.
     """
     templates = template_runs(conversations)
-    found = [slots(conv, templates[conv.source]) for conv in conversations]
+    kinds = set(kinds)
+    found = [{run for run in slots(conv, templates[conv.source]) if kind(run) in kinds} for conv in conversations]
     values = {run for runs in found for run in runs}
-    pools = (sorted(v for v in values if v.isdigit()), sorted(v for v in values if not v.isdigit()))
+    pools = {k: sorted(v for v in values if kind(v) == k) for k in KINDS}
     out = []
     for conv, runs in zip(conversations, found):
         if not runs or rng.random() >= share:
@@ -95,14 +104,14 @@ def redraw(conversations: list[Conversation], share: float, rng: random.Random) 
     return out
 
 
-def _mapping(runs: list[str], held: set[str], pools: tuple[list[str], list[str]],
+def _mapping(runs: list[str], held: set[str], pools: dict[str, list[str]],
              rng: random.Random) -> dict[str, str]:
     """Each run to a value of its kind's pool (numbers, names) that no other run maps to and that the conversation
     does not hold already (held); a run with no such value after 100 draws keeps its own."""
     taken = set(held)
     mapping = {}
     for run in runs:
-        pool = pools[0] if run.isdigit() else pools[1]
+        pool = pools[kind(run)]
         for _ in range(100):
             new = rng.choice(pool)
             if new not in taken:

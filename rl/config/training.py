@@ -165,6 +165,11 @@ class SFTConfig(Section):
         "them, only a copy does; the SFT demos and the copy checks keep the env's own; 0 = none. On one seed it made "
         "channel's length copy and cost text-count its names (docs/learning.md, session 35)."
     )
+    drill_redraw_kinds: list[Literal["number", "name"]] = Field(
+        ["number", "name"], min_length=1, description="Which slots drill_redraw redraws: numbers (a CAD task's "
+        "dimensions), names (a file's stem, a word), or both. Names drawn from the env's own words taught text-count "
+        "to finish a known word instead of copying (docs/learning.md, session 35)."
+    )
     drill_in_sft: bool = Field(
         False, description="Each SFT step also trains one batch of the drill's pairs, its loss added to the step's: "
         "the copy the drill formed keeps its gradient while SFT learns the chat format's demonstrations (six epochs "
