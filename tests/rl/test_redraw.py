@@ -1,4 +1,4 @@
-"""Redrawn slots: which values count as slots, and that redrawing renames them alike in every message and nothing else."""
+"""Redrawn slots: which values count as slots, and that redrawing renames them alike in every message, and no more."""
 from __future__ import annotations
 
 import json
@@ -31,7 +31,8 @@ def _prism(length: int, width: int, source: str = "cad/prism") -> Conversation:
         {"role": "user", "content": f"Extrude from x = 0 to x = {length} the triangle (0, 0), ({width}, 0), "
                                     f"({width}, 1)."},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "run", "arguments": json.dumps({"code": code})}}]},
+            {"id": "call_0", "type": "function",
+             "function": {"name": "run", "arguments": json.dumps({"code": code})}}]},
         {"role": "tool", "tool_call_id": "call_0", "content": f"saved: length {length}"},
     ], source=source)
 
@@ -130,3 +131,23 @@ def test_arguments_that_are_not_json_are_renamed_as_text():
         new = after.messages[0]["content"][len("Show `"):-len(".txt`.")]
         assert new != name and new in {"radar", "harbor", "switch"}
         assert after.messages[1]["tool_calls"][0]["function"]["arguments"] == f"cat {new}.txt"
+
+
+def test_one_kind_redrawn_leaves_the_other_kinds_slots_as_they_were():
+    def head(n: int, stem: str) -> Conversation:
+        command = json.dumps({"command": f"head -n {n} '{stem}.log'"})
+        return Conversation([
+            {"role": "user", "content": f"Print the first {n} lines of `{stem}.log`."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": command}}]},
+        ], source="terminal/head")
+    conversations = [head(n, stem) for n, stem in [(3, "radar"), (7, "harbor"), (12, "switch"), (40, "pillow")]]
+    question = re.compile(r"Print the first (\d+) lines of `(\w+)\.log`\.")
+    for kinds, moved in [(("number",), 0), (("name",), 1)]:
+        for before, after in zip(conversations, redraw(conversations, 1.0, random.Random(5), kinds)):
+            old = question.fullmatch(before.messages[0]["content"]).groups()  # (lines, stem)
+            new = question.fullmatch(after.messages[0]["content"]).groups()
+            assert new[moved] != old[moved], f"{kinds}: the slot of that kind kept its value"
+            assert new[1 - moved] == old[1 - moved], f"{kinds}: a slot of the other kind was redrawn"
+            command = json.loads(after.messages[1]["tool_calls"][0]["function"]["arguments"])["command"]
+            assert command == f"head -n {new[0]} '{new[1]}.log'"
