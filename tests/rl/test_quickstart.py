@@ -170,9 +170,9 @@ def test_the_drill_trains_on_demos_with_their_slots_redrawn_and_sft_on_the_envs_
     redrawn, drilled, fitted = [], {}, {}
     plain_redraw, plain_drill, plain_sft = cold_start.redraw, cold_start.train_drill, cold_start.train_sft
 
-    def redraw_spy(conversations, share, rng):
-        out = plain_redraw(conversations, share, rng)
-        redrawn.append((conversations, share, out))
+    def redraw_spy(conversations, share, rng, kinds):
+        out = plain_redraw(conversations, share, rng, kinds)
+        redrawn.append((conversations, share, kinds, out))
         return out
 
     def drill_spy(model, encoded, **kwargs):
@@ -187,11 +187,13 @@ def test_the_drill_trains_on_demos_with_their_slots_redrawn_and_sft_on_the_envs_
     monkeypatch.setattr(cold_start, "train_drill", drill_spy)
     monkeypatch.setattr(cold_start, "train_sft", sft_spy)
     # Seven text-count demos, so that a file name or word is in fewer than half their questions: a slot.
-    overrides = [*SHRINK, "trainer.sft.drill_redraw=1.0", "trainer.sft.drill_demos_per_env=6"]
+    # Text-count's slots are names, so a names-only redraw still changes its demos.
+    overrides = [*SHRINK, "trainer.sft.drill_redraw=1.0", "trainer.sft.drill_redraw_kinds=[name]",
+                 "trainer.sft.drill_demos_per_env=6"]
     assert main(["sft", "quickstart", *overrides, f"checkpoint.dir={tmp_path}", f"tracking.run_dir={tmp_path / 'run'}",
                  "tracking.wandb_mode=disabled"]) == 0
-    [(given, share, out)] = redrawn
-    assert share == 1.0
+    [(given, share, kinds, out)] = redrawn
+    assert share == 1.0 and kinds == ["name"]
     assert any(after is not before and after.source.startswith("terminal/") for before, after in zip(given, out))
     cfg = load_recipe("quickstart", overrides)
     tokenizer = JointTokenizer.load(tmp_path / "sft")
