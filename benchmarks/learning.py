@@ -15,7 +15,9 @@ or above the envs' held-out start), sampled at the rollout temperature, N seeds 
 The table gives each family's pass rate per arm and each arm's paired change from SFT with its bootstrap
 95% CI (rl/significance.py), and transfer = joint - single per family, also paired. --sft-temperatures adds the
 SFT checkpoint sampled at lower temperatures as control columns: RL that only sharpens the policy gains no more
-than one of them. JSON (every change) and a PNG (training pass rate per domain against step, per arm) go to --out.
+than one of them. JSON (every change) and a PNG go to --out: per arm, the training reward per domain against step,
+and the held-out pass rate per domain from the SFT checkpoint (step 0) to the arm's last step on the same tasks (with
+the trainer's own evaluations in between where `trainer.eval_every` asks for them).
 
 One cold start is one draw: its pass rates move with the initial weights more than RL moves them
 (docs/learning.md). --trainer-seeds runs the whole benchmark once per `trainer.seed` (each into --out/seed-S) and
@@ -165,25 +167,52 @@ def mean_mix(histories: dict[str, list[dict]], console: Console) -> dict[str, di
     return means
 
 
-def plot(histories: dict[str, list[dict]], path: Path) -> None:
-    """Training pass rate per domain against step, one panel per arm."""
+def held_out_points(sft: EvalSummary, arm: EvalSummary, steps: int,
+                    trainer_evals: dict[int, dict[str, float]] | None = None) -> list[dict]:
+    """Held-out pass rate per domain against RL step: the SFT checkpoint (step 0) and the arm after `steps` on the
+    benchmark's tasks, and between them any evaluation the trainer made on its own, smaller seed set."""
+    points = [{"step": 0, "tasks": "benchmark", **_matching(sft, arm).pass_rate}]
+    for step, metrics in sorted((trainer_evals or {}).items()):
+        rates = {k.removeprefix("pass_rate/"): v for k, v in metrics.items() if k.startswith("pass_rate/")}
+        points.append({"step": step, "tasks": "trainer", **rates})
+    points.append({"step": steps, "tasks": "benchmark", **arm.pass_rate})
+    return points
+
+
+def plot(histories: dict[str, list[dict]], held: dict[str, list[dict]], path: Path) -> None:
+    """One column per arm: training reward per domain against step (top), held-out pass rate per domain (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a CI or CPU box
     import matplotlib.pyplot as plt
 
     arms = [arm for arm, history in histories.items() if history]
-    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(4.5 * max(len(arms), 1), 3.5), squeeze=False)
-    for ax, arm in zip(axes[0], arms):
-        keys = sorted({k for metrics in histories[arm] for k in metrics if k.startswith("pass_rate/")})
-        for key in keys:
-            ax.plot(range(1, len(histories[arm]) + 1), [m.get(key, float("nan")) for m in histories[arm]],
-                    label=key.split("/", 1)[1])
-        ax.set_title(arm)
-        ax.set_xlabel("RL step")
-        ax.set_ylabel("training pass rate")
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7)
+    columns = max(len(arms), 1)
+    fig, axes = plt.subplots(2, columns, figsize=(4.5 * columns, 7), squeeze=False)
+    for top, bottom, arm in zip(axes[0], axes[1], arms):
+        history, points = histories[arm], held.get(arm, [])
+        # reward/<domain>/mean: the other reward/ keys are the whole batch's or a component's.
+        domains = sorted({k.split("/")[1] for m in history for k in m if k.startswith("reward/") and
+                          k.endswith("/mean") and k.count("/") == 2})
+        shown = sorted({*domains, *(k for p in points for k in p if k not in ("step", "tasks"))})
+        colour = {d: ("black" if d == "all" else f"C{i}") for i, d in enumerate(shown)}
+        steps = range(1, len(history) + 1)
+        for domain in domains:
+            top.plot(steps, [m.get(f"reward/{domain}/mean", float("nan")) for m in history], label=domain,
+                     color=colour[domain])
+        top.set_title(arm)
+        top.set_ylabel("training reward (mean)")
+        top.legend(fontsize=7)
+        for domain in shown:
+            for tasks, style in (("benchmark", {"marker": "o"}), ("trainer", {"marker": "x", "linestyle": ":"})):
+                xy = [(p["step"], p[domain]) for p in points if p["tasks"] == tasks and domain in p]
+                if xy:
+                    label = domain if tasks == "benchmark" else f"{domain} (trainer's eval seeds)"
+                    bottom.plot(*zip(*xy), label=label, color=colour[domain], **style)
+        bottom.set_xlabel("RL step")
+        bottom.set_ylabel("held-out pass rate")
+        bottom.set_ylim(-0.02, 1.02)
+        bottom.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -268,9 +297,9 @@ def earlier_cold_start(cfg: RunConfig, run: Path) -> ColdStart:
 def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], eval_seeds: int, eval_samples: int,
                    out: Path, console: Console, *, eval_offset: int = 0, start: ColdStart | None = None,
                    earlier: Path | None = None,
-                   ) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, float]]:
+                   ) -> tuple[dict[str, EvalSummary], dict[str, list[dict]], dict[str, list[dict]], dict[str, float]]:
     """One cold start (or `start`, an earlier one, with the SFT evaluations its run `earlier` kept where they match)
-    and its RL arms, each into its own directory under out: (evaluations, histories, seconds)."""
+    and its RL arms, each into its own directory under out: (evaluations, histories, held-out points, seconds)."""
     began = time.perf_counter()
     # Each benchmark run is a fresh experiment: its --out directory's earlier run is replaced.
     start = start or cold_start(cfg, console, overwrite=True)
@@ -300,7 +329,7 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
     keep("sft", evaluate_sft("sft"), sft_inputs)
     for temperature in temperatures:
         keep(f"sft@T{temperature:g}", evaluate_sft(f"sft@T{temperature:g}", temperature), sft_inputs)
-    histories, seconds = {}, {"sft": time.perf_counter() - began}
+    histories, held, seconds = {}, {}, {"sft": time.perf_counter() - began}
     runs = []
     if "single" in arms:
         for domain in sorted({t.episode.domain for t in evals["sft"].trajectories}):
@@ -319,6 +348,7 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
         ids = [i for i in start.env_ids if domain is None or i.split("/", 1)[0] == domain]
         summary = evaluate_policy(result.state, ids)
         histories[name], seconds[name] = result.history, time.perf_counter() - arm_start
+        held[name] = held_out_points(evals["sft"], summary, result.steps, result.evals)
         if domain is None:
             keep(name, summary)
         else:
@@ -326,7 +356,7 @@ def one_cold_start(cfg: RunConfig, arms: list[str], temperatures: list[float], e
     if singles:
         trajectories = [t for s in singles for t in s.trajectories]
         keep("single", summarize(trajectories, [r for s in singles for r in s.rewards], singles[0].settings))
-    return evals, histories, seconds
+    return evals, histories, held, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,15 +423,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.cold_starts:
             earlier = Path(args.cold_starts) / seed_out.relative_to(out)
             start = earlier_cold_start(cfg, earlier)
-        evals, histories, seconds = one_cold_start(cfg, arms, temperatures, args.eval_seeds, args.eval_samples,
-                                                   seed_out, console, eval_offset=args.eval_offset, start=start,
-                                                   earlier=earlier)
+        evals, histories, held, seconds = one_cold_start(cfg, arms, temperatures, args.eval_seeds, args.eval_samples,
+                                                         seed_out, console, eval_offset=args.eval_offset,
+                                                         start=start, earlier=earlier)
         runs.append(evals)
         results = report([evals], console)
         results["mean_mix"] = mean_mix(histories, console)
         seed_out.mkdir(parents=True, exist_ok=True)
-        plot(histories, seed_out / "learning.png")
-        per_seed[cfg.trainer.seed] = {**results, "seconds": seconds, "history": histories}
+        plot(histories, held, seed_out / "learning.png")
+        per_seed[cfg.trainer.seed] = {**results, "seconds": seconds, "history": histories, "held_out": held}
         if seed is not None:
             # Written as each cold start ends, so a run stopped later keeps the cold starts it finished.
             (seed_out / "learning.json").write_text(json.dumps({**header, "trainer_seed": seed, **per_seed[seed]},

@@ -98,6 +98,25 @@ def test_a_cold_start_alone_reports_its_pass_rate_per_family():
     assert len(rows) == 2 and all("0.500" in row for row in rows)
 
 
+def test_held_out_points_run_from_the_sft_checkpoint_to_the_arms_last_step(tmp_path):
+    bench = _module()
+    arm = _evaluation([1, 1, 1, 0])
+    # The SFT evaluation also played a CAD task, which a terminal-only arm did not: step 0 leaves it out.
+    cad = SimpleNamespace(episode=Episode(env_id="cad/shaft-v0:easy", domain="cad", family="shaft", difficulty="easy",
+                                          seed=1, tier="low", signals={"success": 1.0}))
+    text_count = _evaluation([1, 0, 0, 0])
+    sft = summarize([*text_count.trajectories, cad], [*text_count.rewards, 1.0])
+    trainer_evals = {24: {"pass_rate/terminal": 0.5, "pass_rate/all": 0.5, "tier/low/pass_rate": 0.5}}
+    points = bench.held_out_points(sft, arm, 48, trainer_evals)
+    assert points == [{"step": 0, "tasks": "benchmark", "terminal": 0.25, "all": 0.25},
+                      {"step": 24, "tasks": "trainer", "terminal": 0.5, "all": 0.5},
+                      {"step": 48, "tasks": "benchmark", "terminal": 0.75, "all": 0.75}]
+    # The plot takes the step metrics' per-domain rewards beside the batch's and a component's, and these points.
+    history = [{"reward/mean": 0.2, "reward/terminal/mean": 0.2, "reward/terminal/component/correctness/mean": 0.2}]
+    bench.plot({"joint": history * 48, "sft": []}, {"joint": points}, tmp_path / "learning.png")
+    assert (tmp_path / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_held_out_offset_moves_every_env_id_to_later_seeds(monkeypatch):
     bench = _module()
     cfg = load_recipe("quickstart", ["model.preset=debug"])
@@ -149,8 +168,8 @@ def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_an
 
     def run(cfg, out, seeds=4):
         console = Console(record=True, width=300)
-        evals, _, _ = bench.one_cold_start(cfg, ["sft"], [], seeds, 1, tmp_path / out, console, eval_offset=2,
-                                           start=start, earlier=tmp_path / "earlier")
+        evals, _, _, _ = bench.one_cold_start(cfg, ["sft"], [], seeds, 1, tmp_path / out, console, eval_offset=2,
+                                              start=start, earlier=tmp_path / "earlier")
         return evals["sft"], console.export_text()
 
     summary, text = run(cfg, "same")
