@@ -68,8 +68,21 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, generator: torch.G
         drop = mass_before >= params.top_p
         masked.scatter_(-1, order, sorted_logp.masked_fill(drop, float("-inf")))
     sampled = masked.log_softmax(dim=-1)  # [B, V] the renormalised distribution the draw uses
-    ids = torch.multinomial(sampled.exp(), 1, generator=generator).squeeze(-1)
+    ids = _inverse_cdf_draw(sampled.exp(), generator)
     return ids, sampled.gather(-1, ids[:, None]).squeeze(-1)
+
+
+def _inverse_cdf_draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One index per row of probs [B, V], drawn in proportion to its entries: the first whose cumulative sum passes
+    a uniform draw."""
+    # torch.multinomial took 2.2 ms a draw on one CPU thread for [32, 4096] (4.2 for 64 rows); this takes 0.1-0.2.
+    # A token of zero probability adds nothing to the cumulative sum, so `right=True` never lands on one. A product
+    # rounded up to the total would land past the end: it takes the last token the sum rose at instead.
+    cdf = probs.double().cumsum(dim=-1)  # [B, V]
+    total = cdf[:, -1:].contiguous()  # [B, 1]
+    u = torch.rand(probs.shape[0], 1, generator=generator, dtype=torch.float64, device=probs.device) * total
+    ids = torch.minimum(torch.searchsorted(cdf, u, right=True), torch.searchsorted(cdf, total))
+    return ids.squeeze(-1)  # [B]
 
 
 @torch.no_grad()

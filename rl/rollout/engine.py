@@ -190,7 +190,10 @@ class Engine:
         self.steps += 1
         self.tokens_fed += int(valid.sum())
         if self.record_routing:
-            self._record(out, valid, self.cache, [(i, i) for i in active])
+            if any(self.rows[i].skip_record for i in active):
+                self._record(out, valid, self.cache, [(i, i) for i in active])
+            else:
+                self._record_step(out, active)
         logits = self.model.head(out.hidden[:, -1])  # [R, V] fp32: every active row's newest token
 
         for i in active:
@@ -354,6 +357,20 @@ class Engine:
                 slots = out.sparse_topk[j][keep]  # [n, S, k_s] slot indices, -1 = none
                 mapped = token_index[j].gather(0, slots.clamp_min(0).flatten()).view_as(slots)
                 self.rows[i].topk.append(torch.where(slots >= 0, mapped, slots).cpu())
+
+    def _record_step(self, out, active: list[int]) -> None:
+        # A step's one column per active row, recorded with a few batched ops instead of a dozen per row (~70 us a
+        # row a step on CPU, a quarter of a 32-row decode step; on CUDA a sync per row). Each row gets a view.
+        index = torch.tensor(active)
+        if out.routing is not None:
+            for i, routing in zip(active, out.routing[index, 0].cpu().split(1)):  # [1, L, k] each
+                self.rows[i].routing.append(routing)
+        if out.sparse_topk is not None:
+            slots = out.sparse_topk[index, 0]  # [n, S, k_s] slot indices, -1 = none
+            token_index = self.cache.row_token_index()[index]  # [n, slots]
+            mapped = token_index.gather(1, slots.clamp_min(0).flatten(1)).view_as(slots)
+            for i, topk in zip(active, torch.where(slots >= 0, mapped, slots).cpu().split(1)):  # [1, S, k_s] each
+                self.rows[i].topk.append(topk)
 
     def _by_sampling(self, rows: list[int]) -> list[list[int]]:
         # Rows drawing with the same temperature / top-p / top-k from the same random stream are sampled in one call.

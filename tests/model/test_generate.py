@@ -133,3 +133,28 @@ def test_bad_sampling_params_raise(params):
 def test_empty_prompt_raises(model):
     with pytest.raises(ValueError, match="empty prompt"):
         generate(model, [[1, 2], []], SamplingParams())
+
+
+def test_draws_follow_the_distribution_and_never_take_a_truncated_token():
+    # Hand-set probabilities (log-space logits), one truncated away by top-k: 40,000 draws in one batch land on each
+    # kept token in its renormalised proportion, within five standard errors, and never on the cut one.
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().expand(40_000, 4)
+    ids, logp = sample_next(logits, SamplingParams(temperature=1.0, top_k=3), torch.Generator().manual_seed(8))
+    kept = probs[:3] / probs[:3].sum()
+    counts = torch.bincount(ids, minlength=4).double()
+    assert counts[3] == 0
+    frequency = counts[:3] / len(ids)
+    stderr = (kept * (1 - kept) / len(ids)).sqrt()
+    assert ((frequency - kept).abs() < 5 * stderr).all(), (frequency, kept)
+    torch.testing.assert_close(logp, kept.log()[ids])
+
+
+@pytest.mark.parametrize("draw, expected", [(0.0, 1), (1.0, 2)])
+def test_a_draw_at_either_end_of_the_range_takes_a_token_with_mass(monkeypatch, draw, expected):
+    # A uniform draw of 0, or one whose product with the total rounds up to the total, must still land on a token of
+    # positive probability: not on the zero-probability head or tail, and not past the end.
+    logits = torch.tensor([[float("-inf"), 0.0, 0.0, float("-inf")]])
+    monkeypatch.setattr(torch, "rand", lambda *shape, **kw: torch.full(shape, draw, dtype=kw.get("dtype")))
+    ids, logp = sample_next(logits, SamplingParams(temperature=1.0))
+    assert ids.tolist() == [expected] and logp.tolist() == [pytest.approx(math.log(0.5))]
