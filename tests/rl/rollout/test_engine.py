@@ -153,6 +153,22 @@ def test_a_resident_turn_is_admitted_before_a_newcomer_that_would_evict_its_row(
     assert results["a"].tokens == naive_greedy(model, pa + first[0].tokens + [11, 12], 2)
 
 
+def test_an_evicted_sequence_records_routing_once_for_every_token_it_was_fed(model):
+    # One row: b evicts a, so a's second turn rebuilds its cache from the kept history. Routing and top-k recorded
+    # over a's two turns must still be the full forward's over its fed tokens, the rebuilt history not twice.
+    engine = Engine(model, THINK, END_THINK, max_rows=1, record_routing=True)
+    pa, pb = prompts(2, seed=15)
+    first = engine.run([TurnRequest("a", pa, 3, GREEDY)])[0]
+    engine.run([TurnRequest("b", pb, 2, GREEDY)])
+    assert "a" in engine.evicted
+    second = engine.run([TurnRequest("a", [11, 12], 4, GREEDY)])[0]
+    fed = pa + first.tokens + [11, 12] + second.tokens[:-1]
+    with torch.no_grad():
+        reference = model(torch.tensor([fed]))
+    assert torch.equal(torch.cat([first.routing, second.routing]), reference.routing[0])
+    assert torch.equal(torch.cat([first.sparse_topk, second.sparse_topk]), reference.sparse_topk[0])
+
+
 def test_a_pinned_row_is_never_evicted_and_newcomers_wait_for_another(model):
     engine = Engine(model, THINK, END_THINK, max_rows=2)
     pa, pb, pc = prompts(3, seed=9)
