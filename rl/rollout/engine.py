@@ -190,10 +190,7 @@ class Engine:
         self.steps += 1
         self.tokens_fed += int(valid.sum())
         if self.record_routing:
-            if any(self.rows[i].skip_record for i in active):
-                self._record(out, valid, self.cache, [(i, i) for i in active])
-            else:
-                self._record_step(out, active)
+            self._record(out, valid, self.cache, [(i, i) for i in active])
         logits = self.model.head(out.hidden[:, -1])  # [R, V] fp32: every active row's newest token
 
         for i in active:
@@ -343,34 +340,24 @@ class Engine:
 
     def _record(self, out, valid: torch.Tensor, cache, pairs: list[tuple[int, int]]) -> None:
         # pairs: (row of this forward's batch, engine row it was computed for); slots map to token indices in the
-        # forward's own cache, which is what makes them mean the same in any row.
-        token_index = cache.row_token_index()  # [B, S] slot -> the row's own token index
-        for j, i in pairs:
-            keep = valid[j].clone()
-            fed = keep.nonzero().flatten()
-            skip = min(self.rows[i].skip_record, len(fed))  # a rebuilt history may span two forwards
-            self.rows[i].skip_record -= skip
-            keep[fed[:skip]] = False
-            if out.routing is not None:
-                self.rows[i].routing.append(out.routing[j][keep].cpu())
-            if out.sparse_topk is not None:
-                slots = out.sparse_topk[j][keep]  # [n, S, k_s] slot indices, -1 = none
-                mapped = token_index[j].gather(0, slots.clamp_min(0).flatten()).view_as(slots)
-                self.rows[i].topk.append(torch.where(slots >= 0, mapped, slots).cpu())
-
-    def _record_step(self, out, active: list[int]) -> None:
-        # A step's one column per active row, recorded with a few batched ops instead of a dozen per row (~70 us a
-        # row a step on CPU, a quarter of a 32-row decode step; on CUDA a sync per row). Each row gets a view.
-        index = torch.tensor(active)
+        # forward's own cache, which is what makes them mean the same in any row. Every fed position is gathered in
+        # one op and split per batch row: a dozen small ops per row cost ~70 us a row a decode step on CPU (a quarter
+        # of a 32-row step) and, on CUDA, a sync per row.
+        counts = valid.sum(dim=1).tolist()  # fed positions per batch row
+        routing = topk = None
         if out.routing is not None:
-            for i, routing in zip(active, out.routing[index, 0].cpu().split(1)):  # [1, L, k] each
-                self.rows[i].routing.append(routing)
+            routing = out.routing[valid].cpu().split(counts)  # [fed, L, k] per batch row
         if out.sparse_topk is not None:
-            slots = out.sparse_topk[index, 0]  # [n, S, k_s] slot indices, -1 = none
-            token_index = self.cache.row_token_index()[index]  # [n, slots]
-            mapped = token_index.gather(1, slots.clamp_min(0).flatten(1)).view_as(slots)
-            for i, topk in zip(active, torch.where(slots >= 0, mapped, slots).cpu().split(1)):  # [1, S, k_s] each
-                self.rows[i].topk.append(topk)
+            slots = out.sparse_topk  # [B, W, S, k_s] slot indices, -1 = none
+            mapped = cache.row_token_index().gather(1, slots.clamp_min(0).flatten(1)).view_as(slots)
+            topk = torch.where(slots >= 0, mapped, slots)[valid].cpu().split(counts)  # [fed, S, k_s] per batch row
+        for j, i in pairs:
+            skip = min(self.rows[i].skip_record, counts[j])  # a rebuilt history may span two forwards
+            self.rows[i].skip_record -= skip
+            if routing is not None:
+                self.rows[i].routing.append(routing[j][skip:])
+            if topk is not None:
+                self.rows[i].topk.append(topk[j][skip:])
 
     def _by_sampling(self, rows: list[int]) -> list[list[int]]:
         # Rows drawing with the same temperature / top-p / top-k from the same random stream are sampled in one call.
