@@ -16,6 +16,11 @@ learner ranks, prompts per step and group size:
   weight sync  the learner ranks publish their shares (LearnerGroup.publish), every worker loads them.
 The targets: update / plain loop <= 1.15, rollout / raw engine <= 1.3. Each part is timed `--reps` times
 after one warm-up; the median is reported. Prints a table; asserts nothing.
+
+Beside the wall times, the CPU time the whole machine spent during the rollout and the raw engine (every process:
+workers, sandboxed tool commands, the kernel's work for them; Linux only; meaningful on an otherwise idle machine). On a machine whose cores the rollout
+keeps busy, its wall time cannot fall below that CPU time over the cores, whatever the framework does around the
+engine: the floor printed under the table is that bound as a ratio to the raw engine.
 """
 from __future__ import annotations
 
@@ -121,6 +126,38 @@ def plain_update_seconds(cfg: RunConfig, state: dict, trajectories: list[Traject
     return time.perf_counter() - started
 
 
+def busy_seconds(stat_line: str, ticks_per_second: int) -> float:
+    """CPU seconds spent busy, from /proc/stat's aggregate `cpu` line: user, nice, system, irq and softirq.
+
+    Idle and iowait are not busy; steal is time the hypervisor gave elsewhere; guest time is already in user.
+    """
+    name, *fields = stat_line.split()
+    if name != "cpu" or len(fields) < 7:
+        raise ValueError(f"not /proc/stat's aggregate cpu line: {stat_line!r}")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
+    return (user + nice + system + irq + softirq) / ticks_per_second
+
+
+def machine_cpu_seconds() -> float | None:
+    """Busy CPU seconds of the whole machine so far (None where there is no /proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            return busy_seconds(f.readline(), os.sysconf("SC_CLK_TCK"))
+    except OSError:
+        return None
+
+
+def with_machine_cpu(fn, spent: list[float]):
+    """`fn` that also appends the machine's busy CPU seconds during each call to `spent` (nothing off Linux)."""
+    def call() -> float:
+        before = machine_cpu_seconds()
+        seconds = fn()
+        if before is not None:
+            spent.append(machine_cpu_seconds() - before)
+        return seconds
+    return call
+
+
 def median_of(fn, reps: int) -> float:
     """The median of `reps` timed calls after one warm-up call."""
     fn()
@@ -161,15 +198,17 @@ def main(argv: list[str] | None = None) -> int:
             batch[:] = rollouts.run(tasks, seed=cfg.trainer.seed)
             return time.perf_counter() - started
 
-        seconds = {"rollout": median_of(rollout, args.reps)}
+        cpu: dict[str, list[float]] = {"rollout": [], "raw engine": []}
+        seconds = {"rollout": median_of(with_machine_cpu(rollout, cpu["rollout"]), args.reps)}
         sampled = sum(int(t.loss_mask.sum()) for t in batch)
         fed = sum(len(t.tokens) for t in batch) - sampled
         model = Transformer(cfg.model)
         model.load_state_dict(state)
         model.eval().requires_grad_(False)
         torch.set_num_threads(cfg.rollout.workers)
-        seconds["raw engine"] = median_of(
-            lambda: raw_engine_seconds(model, tokenizer, batch, cfg.rollout.max_rows * cfg.rollout.workers), args.reps)
+        seconds["raw engine"] = median_of(with_machine_cpu(
+            lambda: raw_engine_seconds(model, tokenizer, batch, cfg.rollout.max_rows * cfg.rollout.workers),
+            cpu["raw engine"]), args.reps)
 
         adv = None
 
@@ -218,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{seconds['update'] / seconds['plain loop']:.2f}x", f"<= {TARGETS['update']}x")
     table.add_row("weight sync", f"{seconds['weight sync']:.2f}", "", "", "")
     console.print(table)
+    if cpu["rollout"] and cpu["raw engine"]:
+        # The first call of each is a warm-up, as for the wall times.
+        used = {part: statistics.median(spent[1:] or spent) for part, spent in cpu.items()}
+        cores = os.cpu_count() or 1
+        console.print(f"machine CPU: rollout {used['rollout']:.2f} s, raw engine {used['raw engine']:.2f} s (medians); "
+                      f"on {cores} cores the rollout's work alone bounds its ratio to the raw engine at "
+                      f">= {used['rollout'] / cores / seconds['raw engine']:.2f}x")
     console.print(f"{os.cpu_count()} CPUs; learner ranks {cfg.learner.ranks} with {threads} thread(s) each; "
                   f"{cfg.rollout.workers} rollout workers with 1 core each")
     return 0
