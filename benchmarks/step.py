@@ -18,9 +18,10 @@ The targets: update / plain loop <= 1.15, rollout / raw engine <= 1.3. Each part
 after one warm-up; the median is reported. Prints a table; asserts nothing.
 
 Beside the wall times, the CPU time the whole machine spent during the rollout and the raw engine (every process:
-workers, sandboxed tool commands, the kernel's work for them; Linux only; meaningful on an otherwise idle machine). On a machine whose cores the rollout
-keeps busy, its wall time cannot fall below that CPU time over the cores, whatever the framework does around the
-engine: the floor printed under the table is that bound as a ratio to the raw engine.
+workers, sandboxed tool commands, the kernel's work for them; Linux only; meaningful on an otherwise idle machine).
+On a machine whose cores the rollout keeps busy, its wall time cannot fall below that CPU time over the cores,
+whatever the framework does around the engine: the floor printed under the table is that bound as a ratio to the
+raw engine.
 """
 from __future__ import annotations
 
