@@ -162,7 +162,10 @@ def start_ray(
             temp_dir = ray_temp_dir(run_dir)
             # "local", not None: Ray would otherwise join whatever cluster its address file names, even a head
             # stopped long ago, and refuse the CPU count.
+            # Ray starts its workers at niceness 15 by default: beside any other job on the machine the rollout
+            # workers and learner ranks, which do all of a run's work, would get almost none of the cores.
             ray.init(address="local", num_cpus=max(cpus, workers + wanted), include_dashboard=False,
+                     _system_config={"worker_niceness": 0},
                      **({"_temp_dir": temp_dir} if temp_dir else {}), **quiet)
     if gpus:
         return None

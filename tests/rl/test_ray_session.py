@@ -29,9 +29,14 @@ SESSION = textwrap.dedent("""
             import os
             return os.getpid()
 
+        def niceness(self):
+            import os
+            return os.nice(0)
+
     group = ActorGroup(Echo, 2, placement=Placement(num_cpus=1))
     pids = ray.get(group.call("pid"))
-    print(ray.get_runtime_context().gcs_address, len(set(pids)))
+    import os
+    print(ray.get_runtime_context().gcs_address, len(set(pids)), os.nice(0), *ray.get(group.call("niceness")))
     group.shutdown()
     ray.shutdown()
 """)
@@ -66,6 +71,9 @@ def test_a_local_session_prints_nothing_and_logs_into_the_run_directory():
         assert done.returncode == 0, done.stderr
         assert done.stderr == ""
         assert len(done.stdout.splitlines()) == 1 and done.stdout.split()[1] == "2"
+        # The actors run at the driver's priority, not below it (Ray's default adds 15 to its workers' niceness).
+        driver, *actors = done.stdout.split()[2:]
+        assert actors == [driver, driver]
         logs = Path(run_dir) / "ray" / "session_latest" / "logs"
         assert (logs / "raylet.out").is_file()
     finally:
@@ -117,7 +125,7 @@ def test_a_run_joins_a_cluster_started_with_ray_start_head():
         _wait_for(port)
         done = session(f"127.0.0.1:{port}", None, RAY_AUTH_MODE="token")
         assert done.returncode == 0, done.stderr[-2000:]
-        gcs, members = done.stdout.split()
+        gcs, members = done.stdout.split()[:2]
         assert gcs.endswith(f":{port}") and members == "2"
         assert done.stderr == ""
     finally:
