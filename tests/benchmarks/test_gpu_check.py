@@ -7,11 +7,9 @@ offset on the output, an unwritten element. The GPU-only sections' code runs her
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,19 +18,11 @@ import torch
 
 from jointrl.kernels import parity
 from jointrl.kernels.moe import naive as moe_naive
+from tests.benchmarks.bench_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_SECTIONS = ("throughput", "learner", "engine", "weight_sync")
 CPU = torch.device("cpu")
-
-
-def load_gpu_check():
-    """benchmarks/gpu_check.py as a module (benchmarks/ is no package)."""
-    spec = importlib.util.spec_from_file_location("gpu_check_under_test", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def small_cases() -> dict[str, parity.Case]:
@@ -123,13 +113,13 @@ def test_compare_fails_an_unwritten_element_and_passes_naive_itself():
 
 
 def test_engine_section_on_cpu_generates_every_scripted_token():
-    gpu_check = load_gpu_check()
+    gpu_check = load_benchmark("gpu_check")
     (row,) = gpu_check.engine(CPU, quick=True, preset="debug", dtype=torch.float32)
     assert row["status"] == "ok" and row["tokens"] == 16 * 2 * 32 and row["tokens_per_s"] > 0
 
 
 def test_weight_sync_section_reads_the_scripts_rows_or_reports_it(tmp_path, monkeypatch):
-    gpu_check = load_gpu_check()
+    gpu_check = load_benchmark("gpu_check")
     monkeypatch.setattr(gpu_check, "HERE", tmp_path)
     (missing,) = gpu_check.weight_sync(CPU, quick=True)
     assert missing["status"] == "skipped" and "does not exist" in missing["summary"]
@@ -153,7 +143,7 @@ def test_weight_sync_section_reads_the_scripts_rows_or_reports_it(tmp_path, monk
 
 @pytest.mark.slow
 def test_learner_section_on_cpu_runs_a_finite_step(ray_session):
-    gpu_check = load_gpu_check()
+    gpu_check = load_benchmark("gpu_check")
     (row,) = gpu_check.learner(CPU, quick=True, preset="debug", dtype="fp32", backend="gloo")
     assert row["status"] == "ok", row
     assert row["tokens"] == 8 * 512 and row["tokens_per_s"] > 0

@@ -2,9 +2,7 @@
 its reuse of earlier cold starts and their SFT evaluations, and its held-out seed offset."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,15 +14,7 @@ from jointrl.model.transformer import Transformer
 from jointrl.rl.demos import mix_env_ids
 from jointrl.rl.evaluate import summarize
 from jointrl.rl.recipe import load_recipe
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("learning_bench_under_test", ROOT / "benchmarks" / "learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.bench_module import load_benchmark
 
 
 def test_mean_mix_averages_each_joint_arm_over_its_steps():
@@ -35,7 +25,7 @@ def test_mean_mix_averages_each_joint_arm_over_its_steps():
         "sft": [],
     }
     console = Console(record=True, width=120)
-    means = _module().mean_mix(histories, console)
+    means = load_benchmark("learning").mean_mix(histories, console)
     assert set(means) == {"joint", "learnability"}  # single-domain arms draw one domain; they have nothing to compare
     assert means["joint"] == {"a": 0.5, "b": 0.5}
     assert means["learnability"] == pytest.approx({"a": 0.3, "b": 0.7})
@@ -55,7 +45,7 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
     # Cold start 1: SFT 1 of 4, joint 3 of 4 (+0.5); cold start 2: SFT 2 of 4, joint 2 of 4 (0): pooled +0.25.
     runs = [{"sft": _evaluation([1, 0, 0, 0]), "joint": _evaluation([1, 1, 1, 0])},
             {"sft": _evaluation([1, 1, 0, 0]), "joint": _evaluation([1, 1, 0, 0])}]
-    bench = _module()
+    bench = load_benchmark("learning")
     console = Console(record=True, width=200)
     results = bench.report(runs, console)
     pooled = results["vs_sft"]["joint"]["terminal/text-count"]
@@ -68,7 +58,7 @@ def test_the_report_pools_cold_starts_by_the_mean_of_their_changes():
 
 
 def test_pool_reads_back_the_evaluations_runs_kept_and_pools_them(tmp_path):
-    bench = _module()
+    bench = load_benchmark("learning")
     # The cold starts of the test above, kept by two runs; the second also kept an arm the first did not run.
     bench.save_evaluation(tmp_path / "a", "sft", _evaluation([1, 0, 0, 0]))
     bench.save_evaluation(tmp_path / "a", "joint", _evaluation([1, 1, 1, 0]))
@@ -93,13 +83,13 @@ def test_a_cold_start_alone_reports_its_pass_rate_per_family():
     # --arms sft: no RL arm to compare with, so the SFT column is the cold start's own rate (1 of 4, then 3 of 4).
     runs = [{"sft": _evaluation([1, 0, 0, 0])}, {"sft": _evaluation([1, 1, 1, 0])}]
     console = Console(record=True, width=200)
-    _module().report(runs, console)
+    load_benchmark("learning").report(runs, console)
     rows = [line for line in console.export_text().splitlines() if "text-count" in line or "all" in line]
     assert len(rows) == 2 and all("0.500" in row for row in rows)
 
 
 def test_held_out_points_run_from_the_sft_checkpoint_to_the_arms_last_step(tmp_path):
-    bench = _module()
+    bench = load_benchmark("learning")
     arm = _evaluation([1, 1, 1, 0])
     # The SFT evaluation also played a CAD task, which a terminal-only arm did not: step 0 leaves it out.
     cad = SimpleNamespace(episode=Episode(env_id="cad/shaft-v0:easy", domain="cad", family="shaft", difficulty="easy",
@@ -118,7 +108,7 @@ def test_held_out_points_run_from_the_sft_checkpoint_to_the_arms_last_step(tmp_p
 
 
 def test_held_out_offset_moves_every_env_id_to_later_seeds(monkeypatch):
-    bench = _module()
+    bench = load_benchmark("learning")
     cfg = load_recipe("quickstart", ["model.preset=debug"])
     asked = {}
 
@@ -134,7 +124,7 @@ def test_held_out_offset_moves_every_env_id_to_later_seeds(monkeypatch):
 
 
 def test_an_earlier_cold_start_must_exist_and_hold_the_recipes_model(tmp_path):
-    bench = _module()
+    bench = load_benchmark("learning")
     cfg = load_recipe("quickstart", ["model.preset=debug"])
     with pytest.raises(SystemExit, match="no SFT checkpoint at .*seed-0/sft/checkpoints/sft"):
         bench.earlier_cold_start(cfg, tmp_path / "seed-0")
@@ -145,7 +135,7 @@ def test_an_earlier_cold_start_must_exist_and_hold_the_recipes_model(tmp_path):
 
 
 def test_an_earlier_runs_sft_evaluation_is_taken_over_only_for_the_same_tasks_and_sections(tmp_path, monkeypatch):
-    bench = _module()
+    bench = load_benchmark("learning")
     cfg = load_recipe("quickstart", ["model.preset=debug"])
     env_ids = ["terminal/text-count-v0:easy"]
     checkpoint = tmp_path / "ckpt"
@@ -204,7 +194,7 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
               "trainer.sft.max_len=448", "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
               "trainer.steps=1", "trainer.prompts_per_step=2", "rollout.group_size=2", "rollout.workers=1",
               "tracking.wandb_mode=disabled", "checkpoint.every=0"]
-    code = _module().main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+    code = load_benchmark("learning").main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
                            "--trainer-seeds", "3,4", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "learning.json").read_text())
@@ -218,14 +208,14 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
         assert (out / f"seed-{seed}" / "learning.png").is_file() and (out / f"seed-{seed}" / "joint").is_dir()
     assert "pooled over 2 cold starts" in capsys.readouterr().out
     # The evaluations each cold start kept pool to the same table without training anything.
-    code = _module().main(["--pool", f"{out / 'seed-3'},{out / 'seed-4'}", "--out", str(tmp_path / "pooled")])
+    code = load_benchmark("learning").main(["--pool", f"{out / 'seed-3'},{out / 'seed-4'}", "--out", str(tmp_path / "pooled")])
     assert code == 0
     pooled = json.loads((tmp_path / "pooled" / "learning.json").read_text())
     assert pooled["vs_sft"] == summary["vs_sft"]
 
     # The same cold starts reused: nothing is trained again, and the SFT checkpoints score as they did.
     again = tmp_path / "again"
-    code = _module().main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+    code = load_benchmark("learning").main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
                            "--trainer-seeds", "3,4", "--cold-starts", str(out), "--out", str(again)])
     assert code == 0
     for seed in (3, 4):

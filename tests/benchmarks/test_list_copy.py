@@ -2,29 +2,19 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import random
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from jointrl.model.tokenizer import train_tokenizer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("list_copy_under_test", ROOT / "benchmarks" / "list_copy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.bench_module import load_benchmark
 
 
 def test_the_reply_is_the_messages_list_as_python():
-    bench = _module()
+    bench = load_benchmark("list_copy")
     for seed in range(50):
         message, reply = bench.list_example(random.Random(seed))
         shown = ast.literal_eval("[" + re.search(r"are (.*) in order", message).group(1) + "]")
@@ -52,7 +42,7 @@ class _Oracle(torch.nn.Module):
 
 
 def test_digit_accuracy_counts_the_replys_digit_tokens_and_whole_rows():
-    bench = _module()
+    bench = load_benchmark("list_copy")
     tokenizer = train_tokenizer([" ".join(bench.list_example(random.Random(s))) for s in range(200)], 400)
     rows = [bench.encode_example(tokenizer, *bench.list_example(random.Random(s))) for s in (1, 2)]
     digit_positions = [[len(head) + i for i, t in enumerate(reply) if re.search(r"\d", tokenizer.decode([t]))]
@@ -67,7 +57,7 @@ def test_digit_accuracy_counts_the_replys_digit_tokens_and_whole_rows():
 
 
 def test_a_profiles_vertices_alternate_which_coordinate_changes():
-    bench = _module()
+    bench = load_benchmark("list_copy")
     for seed in range(50):
         message, reply = bench.profile_example(random.Random(seed))
         vertices = ast.literal_eval(reply.removeprefix("points = "))

@@ -1,24 +1,15 @@
 """benchmarks/step.py's machine CPU accounting: /proc/stat's busy time, checked against hand-computed values."""
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("step_bench_under_test", ROOT / "benchmarks" / "step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.bench_module import load_benchmark
 
 
 def test_busy_seconds_counts_user_nice_system_irq_softirq_only():
-    step = _module()
+    step = load_benchmark("step")
     # user nice system idle iowait irq softirq steal guest guest_nice: (100+20+30+5+5) ticks at 100 a second.
     assert step.busy_seconds("cpu  100 20 30 1000 50 5 5 7 40 3", 100) == pytest.approx(1.6)
     # Idle, iowait, steal and guest time (already inside user) add nothing.
@@ -26,7 +17,7 @@ def test_busy_seconds_counts_user_nice_system_irq_softirq_only():
 
 
 def test_busy_seconds_rejects_a_per_core_or_short_line():
-    step = _module()
+    step = load_benchmark("step")
     with pytest.raises(ValueError, match="aggregate cpu line"):
         step.busy_seconds("cpu0 100 20 30 1000 50 5 5 7 0 0", 100)
     with pytest.raises(ValueError, match="aggregate cpu line"):
@@ -34,7 +25,7 @@ def test_busy_seconds_rejects_a_per_core_or_short_line():
 
 
 def test_with_machine_cpu_records_one_figure_per_call_and_passes_the_result_through():
-    step = _module()
+    step = load_benchmark("step")
     spent: list[float] = []
     # ~0.05 s of this process's CPU: the machine's busy time over the call holds most of it, whatever else runs.
 
