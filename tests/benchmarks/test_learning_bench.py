@@ -194,8 +194,9 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
               "trainer.sft.max_len=448", "rollout.max_new_tokens_per_turn=8", "rollout.max_new_tokens_per_episode=16",
               "trainer.steps=1", "trainer.prompts_per_step=2", "rollout.group_size=2", "rollout.workers=1",
               "tracking.wandb_mode=disabled", "checkpoint.every=0"]
-    code = load_benchmark("learning").main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
-                           "--trainer-seeds", "3,4", "--out", str(out)])
+    bench = load_benchmark("learning")
+    code = bench.main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+                       "--trainer-seeds", "3,4", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "learning.json").read_text())
     assert summary["trainer_seeds"] == [3, 4] and set(summary["per_seed"]) == {"3", "4"}
@@ -208,15 +209,17 @@ def test_two_shrunk_cold_starts_write_their_runs_and_a_pooled_table(tmp_path, ca
         assert (out / f"seed-{seed}" / "learning.png").is_file() and (out / f"seed-{seed}" / "joint").is_dir()
     assert "pooled over 2 cold starts" in capsys.readouterr().out
     # The evaluations each cold start kept pool to the same table without training anything.
-    code = load_benchmark("learning").main(["--pool", f"{out / 'seed-3'},{out / 'seed-4'}", "--out", str(tmp_path / "pooled")])
+    runs = f"{out / 'seed-3'},{out / 'seed-4'}"
+    code = load_benchmark("learning").main(["--pool", runs, "--out", str(tmp_path / "pooled")])
     assert code == 0
     pooled = json.loads((tmp_path / "pooled" / "learning.json").read_text())
     assert pooled["vs_sft"] == summary["vs_sft"]
 
     # The same cold starts reused: nothing is trained again, and the SFT checkpoints score as they did.
     again = tmp_path / "again"
-    code = load_benchmark("learning").main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
-                           "--trainer-seeds", "3,4", "--cold-starts", str(out), "--out", str(again)])
+    bench = load_benchmark("learning")
+    code = bench.main(["quickstart", *shrink, "--arms", "sft,joint", "--eval-seeds", "2", "--eval-samples", "1",
+                       "--trainer-seeds", "3,4", "--cold-starts", str(out), "--out", str(again)])
     assert code == 0
     for seed in (3, 4):
         assert not (again / f"seed-{seed}" / "sft").exists()
